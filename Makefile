@@ -1,0 +1,43 @@
+# fabricmon: the whole user interface. `make demo` and `make test` are the two commands.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.fabricmon-installed
+PYTEST_ARGS ?=
+
+.PHONY: setup system test test-slow lint demo bench clean
+
+## setup: the venv with fabricmon and its dev tools, plus what the OS lacks (TimescaleDB, snmp tools)
+setup: $(STAMP) system
+
+system:
+	@bash scripts/setup-system.sh
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+## lint: ruff and mypy (strict)
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+## test: setup + lint + type check + the default (non-slow) test suites
+test: lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+## test-slow: the slow suites only
+test-slow: setup
+	$(BIN)/pytest -m slow $(PYTEST_ARGS)
+
+## demo: the main job on the embedded store
+demo: setup
+	$(BIN)/fabricmon demo
+
+## bench: benchmarks, JSON on stdout (recorded in docs/benchmarks.md)
+bench: setup
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
