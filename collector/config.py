@@ -1,0 +1,99 @@
+"""The ``targets`` and ``collector`` configuration sections (owned by the collectors)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from config.base import Section, check_hostport
+
+
+class TlsConfig(Section):
+    """gNMI transport security. ``enabled: false`` is plaintext gRPC (lab and simulator only)."""
+
+    enabled: bool = False
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    server_name: str | None = None
+
+    @model_validator(mode="after")
+    def _pair(self) -> TlsConfig:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("mTLS needs both 'cert_file' and 'key_file'")
+        return self
+
+
+class SnmpV3Config(Section):
+    """SNMPv3 USM credentials (authPriv)."""
+
+    user: str
+    auth_protocol: Literal["sha", "sha224", "sha256", "sha384", "sha512", "md5"] = "sha"
+    auth_key: SecretStr
+    priv_protocol: Literal["aes", "aes192", "aes256", "des"] = "aes"
+    priv_key: SecretStr
+    #: Context name; ``{switch}`` selects one switch of a multi-switch agent such as the simulator.
+    context: str = ""
+
+
+class TargetConfig(Section):
+    """Which switches to reach, over which protocol, where. The first entry matching a switch wins.
+
+    String fields may use ``{switch}`` and inventory fields such as ``{mgmt_address}``;
+    ``${ENV_VAR}`` anywhere in the file is replaced from the environment (for secrets).
+    """
+
+    switches: list[str] = Field(min_length=1)
+    protocol: Literal["gnmi", "snmp"]
+    address: str
+    # gNMI
+    target: str | None = "{switch}"
+    profile: str = "openconfig"
+    tls: TlsConfig = TlsConfig()
+    username: str | None = None
+    password: SecretStr | None = None
+    # SNMP
+    version: Literal["2c", "3"] = "2c"
+    community: SecretStr | None = None
+    v3: SnmpV3Config | None = None
+    timeout_s: float = Field(5.0, gt=0, le=120)
+    retries: int = Field(2, ge=0, le=10)
+
+    _check_address = field_validator("address")(staticmethod(check_hostport))
+
+    @model_validator(mode="after")
+    def _credentials(self) -> TargetConfig:
+        if self.protocol == "snmp" and self.version == "3" and self.v3 is None:
+            raise ValueError("SNMP version 3 needs a 'v3' block (user, auth_key, priv_key)")
+        if self.protocol == "snmp" and self.version == "2c" and self.community is None:
+            raise ValueError("SNMP v2c needs 'community' (e.g. '{switch}' for the simulator)")
+        return self
+
+
+_SHARD = re.compile(r"^(\d+)/(\d+)$")
+
+
+class CollectorConfig(Section):
+    """How often and how hard the collectors work."""
+
+    gnmi_interval_s: float = Field(10.0, gt=0, le=3600)
+    snmp_interval_s: float = Field(60.0, gt=0, le=86400)
+    gnmi_mode: Literal["stream", "poll"] = "stream"
+    snmp_concurrency: int = Field(64, ge=1, le=10_000)
+    gnmi_concurrency: int = Field(1024, ge=1, le=100_000)
+    queue_rows: int = Field(50_000, ge=100)
+    #: ``"I/N"``: this process collects the I-th of N deterministic shards of the targets.
+    shard: str | None = None
+
+    @field_validator("shard")
+    @classmethod
+    def _shard(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        match = _SHARD.match(value)
+        if not match or not 0 <= int(match.group(1)) < int(match.group(2)):
+            raise ValueError(f"shard must be 'I/N' with 0 <= I < N, got {value!r}")
+        return value

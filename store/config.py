@@ -1,0 +1,43 @@
+"""The ``database`` configuration section (owned by the storage layer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+
+from config.base import Section
+
+
+class RetentionConfig(Section):
+    """How long raw telemetry is kept, and when chunks are compressed (where the license allows)."""
+
+    port_counters_days: float = Field(7.0, gt=0)
+    pfc_counters_days: float = Field(7.0, gt=0)
+    link_events_days: float = Field(90.0, gt=0)
+    reachability_days: float = Field(30.0, gt=0)
+    compress_after_hours: float = Field(6.0, gt=0)
+    #: How often the service runs drop_chunks itself when the server has no retention policies.
+    drop_chunks_every_s: float = Field(3600.0, gt=0)
+
+
+class WriterConfig(Section):
+    """The batched COPY writer: flush on batch size or on a timer, whichever comes first."""
+
+    batch_rows: int = Field(5000, ge=1, le=1_000_000)
+    flush_interval_s: float = Field(1.0, gt=0, le=3600)
+    #: Rows buffered per writer before ``put`` waits (back-pressure, never a silent drop).
+    max_pending_rows: int = Field(200_000, ge=1)
+    spool_dir: Path | None = None
+    spool_max_mb: float = Field(1024.0, gt=0)
+
+
+class DatabaseConfig(Section):
+    """Where telemetry goes. No ``dsn``: the embedded store (``fabricmon db``)."""
+
+    dsn: SecretStr | None = None
+    pool_min: int = Field(1, ge=1)
+    pool_max: int = Field(8, ge=1)
+    connect_timeout_s: float = Field(10.0, gt=0)
+    retention: RetentionConfig = RetentionConfig()
+    writer: WriterConfig = WriterConfig()
