@@ -1,0 +1,91 @@
+"""Loading a fabric inventory into the database (tables switches, servers, ports, links).
+
+A reload replaces the design wholesale in one transaction. Ports the collector discovered that
+the inventory does not know (``known = false``) are kept, unless the new inventory knows them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import asyncpg
+
+from fabric.model import Fabric
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """How many rows each inventory table holds after a load."""
+
+    switches: int
+    servers: int
+    ports: int
+    links: int
+
+
+async def load_fabric(conn: asyncpg.Connection, fabric: Fabric) -> LoadResult:
+    """Replace the stored inventory with ``fabric``'s, atomically."""
+    switches = [
+        (s.name, str(s.role), s.index, s.group, s.rail, s.plane, s.radix, float(s.speed_gbps), s.mgmt_address)
+        for s in fabric.switches.values()
+    ]
+    servers = [(s.name, s.group, s.index, s.gpus) for s in fabric.servers.values()]
+    ports = [
+        (
+            p.switch,
+            p.name,
+            p.number,
+            p.direction,
+            float(p.speed_gbps),
+            p.peer.node if p.peer else None,
+            p.peer.port if p.peer else None,
+            str(p.link_kind) if p.link_kind else None,
+        )
+        for p in fabric.all_ports()
+    ]
+    links = [
+        (ln.a.node, ln.a.port, ln.b.node, ln.b.port, str(ln.kind), ln.rail, float(ln.speed_gbps)) for ln in fabric.links
+    ]
+    async with conn.transaction():
+        await conn.execute("LOCK TABLE switches, servers, ports, links IN EXCLUSIVE MODE")
+        await conn.execute("DELETE FROM links")
+        await conn.execute("DELETE FROM ports WHERE known")
+        await conn.execute("DELETE FROM switches WHERE known OR name = ANY($1::text[])", list(fabric.switches))
+        await conn.execute("DELETE FROM servers")
+        await conn.copy_records_to_table(
+            "switches",
+            records=switches,
+            columns=["name", "role", "idx", "grp", "rail", "plane", "radix", "speed_gbps", "mgmt_address"],
+        )
+        await conn.copy_records_to_table("servers", records=servers, columns=["name", "grp", "idx", "gpus"])
+        # Discovered ports that the new inventory knows become known ports.
+        await conn.execute(
+            "DELETE FROM ports p USING unnest($1::text[], $2::text[]) AS k(switch, port) "
+            "WHERE p.switch = k.switch AND p.port = k.port",
+            [p[0] for p in ports],
+            [p[1] for p in ports],
+        )
+        await conn.copy_records_to_table(
+            "ports",
+            records=ports,
+            columns=["switch", "port", "number", "direction", "speed_gbps", "peer_node", "peer_port", "link_kind"],
+        )
+        await conn.copy_records_to_table(
+            "links",
+            records=links,
+            columns=["a_node", "a_port", "b_node", "b_port", "kind", "rail", "speed_gbps"],
+        )
+        await conn.execute(
+            "INSERT INTO fabric_meta (id, params, summary, loaded_at) VALUES (true, $1::jsonb, $2::jsonb, now()) "
+            "ON CONFLICT (id) DO UPDATE SET params = EXCLUDED.params, summary = EXCLUDED.summary, "
+            "loaded_at = now()",
+            json.dumps(_params(fabric)),
+            json.dumps(fabric.summary()),
+        )
+    return LoadResult(len(switches), len(servers), len(ports), len(links))
+
+
+def _params(fabric: Fabric) -> dict[str, object]:
+    p = fabric.params
+    return {"gpus": p.gpus, "rails": p.rails, "radix": p.radix, "speed_gbps": p.speed_gbps}

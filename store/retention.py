@@ -1,0 +1,86 @@
+"""Retention and compression of the telemetry hypertables.
+
+Where the server's TimescaleDB license offers them (the community license, e.g. the official
+Docker image), retention and compression are TimescaleDB background policies. The Apache-only
+build refuses both ("not supported under the current apache license"), so there the service
+runs ``drop_chunks`` itself on a schedule (:func:`drop_expired_chunks`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+
+import asyncpg
+
+from store.config import RetentionConfig
+
+log = logging.getLogger(__name__)
+
+
+class RetentionMode(StrEnum):
+    """Who enforces retention."""
+
+    POLICIES = "policies"  # TimescaleDB jobs on the server
+    SERVICE = "service"  # fabricmon's own drop_chunks schedule
+
+
+@dataclass(frozen=True, slots=True)
+class HypertableRetention:
+    """One hypertable's retention and how it compresses."""
+
+    table: str
+    days: float
+    segment_by: str
+
+
+def hypertables(config: RetentionConfig) -> list[HypertableRetention]:
+    """Each telemetry hypertable with its configured retention."""
+    return [
+        HypertableRetention("port_counters", config.port_counters_days, "switch, port"),
+        HypertableRetention("pfc_counters", config.pfc_counters_days, "switch, port, priority"),
+        HypertableRetention("link_events", config.link_events_days, "switch, port"),
+        HypertableRetention("switch_reachability", config.reachability_days, "switch"),
+    ]
+
+
+async def license_of(conn: asyncpg.Connection) -> str:
+    """``timescaledb.license``: ``apache`` or ``timescale``."""
+    value = await conn.fetchval("SELECT current_setting('timescaledb.license', true)")
+    return str(value or "apache")
+
+
+async def apply_retention(conn: asyncpg.Connection, config: RetentionConfig) -> RetentionMode:
+    """Install policies where the license allows; otherwise report that the service must drop chunks."""
+    if await license_of(conn) != "timescale":
+        return RetentionMode.SERVICE
+    for ht in hypertables(config):
+        await conn.execute(
+            f"ALTER TABLE {ht.table} SET (timescaledb.compress, timescaledb.compress_segmentby = '{ht.segment_by}')"
+        )
+        await conn.execute(
+            "SELECT add_compression_policy($1::regclass, $2::interval, if_not_exists => true)",
+            ht.table,
+            f"{config.compress_after_hours} hours",
+        )
+        await conn.execute("SELECT remove_retention_policy($1::regclass, if_exists => true)", ht.table)
+        await conn.execute(
+            "SELECT add_retention_policy($1::regclass, $2::interval, if_not_exists => true)",
+            ht.table,
+            f"{ht.days} days",
+        )
+    return RetentionMode.POLICIES
+
+
+async def drop_expired_chunks(conn: asyncpg.Connection, config: RetentionConfig) -> int:
+    """Drop chunks older than each table's retention; return how many were dropped."""
+    dropped = 0
+    for ht in hypertables(config):
+        rows = await conn.fetch(
+            "SELECT drop_chunks($1::regclass, older_than => now() - $2::interval)", ht.table, f"{ht.days} days"
+        )
+        if rows:
+            log.info("retention: dropped %d chunk(s) of %s", len(rows), ht.table)
+        dropped += len(rows)
+    return dropped

@@ -1,0 +1,184 @@
+"""The batched COPY writer: one per table, flushing on batch size or on a timer.
+
+Fast path: a plain ``COPY`` into the hypertable. When the batch collides with rows already
+stored (the same sample after a reconnect), it is written again through a temp table with
+``INSERT … ON CONFLICT DO NOTHING``, so duplicates are stored once. When the batch holds a row
+the database or the encoder refuses (a NULL key, a value out of range, a wrong type), the batch
+is bisected until that row stands alone; it alone is rejected and counted.
+
+``put`` blocks while ``max_pending_rows`` are buffered (back-pressure, never a silent drop).
+When the database is unreachable the failed batch stays buffered and ``flush`` raises
+:class:`~store.db.StoreUnavailable`; the caller decides whether to retry or spool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from store.config import WriterConfig
+from store.db import UNAVAILABLE_ERRORS, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+Row = Sequence[Any]
+
+#: Errors a single row can cause (besides connection loss, told apart by ``_unavailable``).
+_ROW_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    ValueError,
+    TypeError,
+    ArithmeticError,
+)
+#: Errors no row causes: the table itself is wrong, so bisecting would only repeat them.
+_SCHEMA_ERRORS = (asyncpg.exceptions.UndefinedTableError, asyncpg.exceptions.UndefinedColumnError)
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """True for connection loss; asyncpg's DataError (bad input) is an InterfaceError but is not."""
+    return isinstance(exc, UNAVAILABLE_ERRORS) and not isinstance(exc, asyncpg.exceptions.DataError | ValueError)
+
+
+@dataclass(slots=True)
+class WriterStats:
+    """Counters a writer keeps for /metrics."""
+
+    rows_written: int = 0
+    rows_duplicate: int = 0
+    rows_rejected: int = 0
+    batches: int = 0
+    conflict_batches: int = 0
+    flush_seconds: float = 0.0
+    last_error: str | None = None
+
+
+class BatchWriter:
+    """Buffers rows for one table and writes them with COPY."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        table: str,
+        columns: Sequence[str],
+        config: WriterConfig | None = None,
+    ) -> None:
+        self.pool = pool
+        self.table = table
+        self.columns = list(columns)
+        self.config = config or WriterConfig()
+        self.stats = WriterStats()
+        self._pending: list[Row] = []
+        self._flush_lock = asyncio.Lock()
+        self._room = asyncio.Condition()
+        self._timer: asyncio.Task[None] | None = None
+        self._closed = False
+        cols = ", ".join(f'"{c}"' for c in self.columns)
+        self._stage = f"_fm_stage_{table}"
+        self._stage_sql = (
+            f'CREATE TEMP TABLE IF NOT EXISTS "{self._stage}" (LIKE "{table}" INCLUDING DEFAULTS) ON COMMIT DELETE ROWS'
+        )
+        self._conflict_sql = f'INSERT INTO "{table}" ({cols}) SELECT {cols} FROM "{self._stage}" ON CONFLICT DO NOTHING'
+
+    @property
+    def pending(self) -> int:
+        """Rows buffered and not yet written."""
+        return len(self._pending)
+
+    def start(self) -> None:
+        """Start the flush timer (idempotent)."""
+        if self._timer is None:
+            self._timer = asyncio.create_task(self._tick(), name=f"writer-{self.table}")
+
+    async def put(self, rows: Sequence[Row]) -> None:
+        """Buffer ``rows``; flush when a batch is full; wait while the buffer is at its limit."""
+        if self._closed:
+            raise RuntimeError(f"writer for {self.table} is closed")
+        async with self._room:
+            await self._room.wait_for(lambda: len(self._pending) < self.config.max_pending_rows)
+            self._pending.extend(rows)
+        if len(self._pending) >= self.config.batch_rows:
+            await self.flush()
+
+    async def flush(self) -> int:
+        """Write everything buffered; return rows stored. Raises StoreUnavailable, keeping the rows."""
+        async with self._flush_lock:
+            stored = 0
+            while self._pending:
+                batch = self._pending[: self.config.batch_rows]
+                started = time.perf_counter()
+                stored += await self._write_batch(batch)
+                self.stats.flush_seconds += time.perf_counter() - started
+                del self._pending[: len(batch)]
+                async with self._room:
+                    self._room.notify_all()
+            return stored
+
+    async def close(self) -> None:
+        """Stop the timer and flush what is left."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer
+            self._timer = None
+        await self.flush()
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.flush_interval_s)
+            if not self._pending:
+                continue
+            try:
+                await self.flush()
+            except StoreUnavailable as exc:
+                self.stats.last_error = str(exc)
+                log.warning("%s: database unavailable, %d rows kept for retry", self.table, self.pending)
+
+    async def _write_batch(self, batch: Sequence[Row]) -> int:
+        self.stats.batches += 1
+        try:
+            async with self.pool.acquire() as conn:
+                try:
+                    await conn.copy_records_to_table(self.table, records=batch, columns=self.columns)
+                except _ROW_ERRORS as exc:
+                    if _unavailable(exc):
+                        raise
+                    if isinstance(exc, asyncpg.exceptions.UniqueViolationError):
+                        self.stats.conflict_batches += 1
+                    return await self._write_safely(conn, batch)
+        except UNAVAILABLE_ERRORS as exc:
+            if not _unavailable(exc):
+                raise
+            raise StoreUnavailable(f"writing {self.table}: {exc}") from exc
+        self.stats.rows_written += len(batch)
+        return len(batch)
+
+    async def _write_safely(self, conn: asyncpg.Connection, batch: Sequence[Row]) -> int:
+        """Conflict-safe write; bisects to isolate rows the database or encoder refuses."""
+        try:
+            async with conn.transaction():
+                await conn.execute(self._stage_sql)
+                await conn.copy_records_to_table(self._stage, records=batch, columns=self.columns)
+                status = await conn.execute(self._conflict_sql)
+        except _ROW_ERRORS as exc:
+            if _unavailable(exc) or isinstance(exc, _SCHEMA_ERRORS):
+                raise
+            if len(batch) == 1:
+                self.stats.rows_rejected += 1
+                self.stats.last_error = f"row rejected: {exc}"
+                log.warning("%s: rejected one row: %s", self.table, str(exc).splitlines()[0])
+                return 0
+            mid = len(batch) // 2
+            return await self._write_safely(conn, batch[:mid]) + await self._write_safely(conn, batch[mid:])
+        inserted = int(status.rsplit(" ", 1)[-1])
+        self.stats.rows_written += inserted
+        self.stats.rows_duplicate += len(batch) - inserted
+        return inserted

@@ -1,0 +1,103 @@
+"""Shared fixtures: the test run's private TimescaleDB cluster, and fresh databases in it.
+
+- ``pg_store`` (session): an :class:`EmbeddedStore` in a fresh directory under ``/tmp``, started
+  once per run (about a second), stopped and removed at the end.
+- ``pg_dsn`` (session): its DSN, database ``fabricmon``.
+- ``fresh_db`` (function): the DSN of a new, empty database with TimescaleDB, dropped afterwards.
+
+For the whole run ``FABRICMON_DATA_DIR`` points at that same directory, so code that falls back
+to the embedded store (``fabricmon db``, ``migrate`` without a DSN) uses the test cluster and
+never the user's own. Tests using these fixtures are marked ``db`` automatically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import uuid
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg
+import pytest
+
+from store.pgserver import EmbeddedStore
+
+T = TypeVar("T")
+DB_FIXTURES = frozenset({"pg_store", "pg_dsn", "fresh_db"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if DB_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.db)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fabricmon_data_dir() -> Iterator[Path]:
+    """A data dir for the run, reachable by the ``postgres`` account (pytest's own tmp is mode 700)."""
+    base = Path(tempfile.mkdtemp(prefix="fabricmon-test-", dir="/tmp"))
+    base.chmod(0o755)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FABRICMON_DATA_DIR", str(base))
+        try:
+            yield base
+        finally:
+            EmbeddedStore(base / "pg").stop()
+            shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_store(fabricmon_data_dir: Path) -> EmbeddedStore:
+    """The run's cluster, started on first use (stopped by ``fabricmon_data_dir`` at the end)."""
+    store = EmbeddedStore(fabricmon_data_dir / "pg")
+    store.start()
+    return store
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(pg_store: EmbeddedStore) -> str:
+    """DSN of the cluster's ``fabricmon`` database."""
+    return pg_store.dsn()
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on a private loop, leaving pytest-asyncio's loop (and the current-loop slot) alone."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.close()
+
+
+async def _admin(pg_store: EmbeddedStore, sql: str) -> None:
+    conn = await asyncpg.connect(pg_store.dsn("postgres"), timeout=30)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def _create_extension(dsn: str) -> None:
+    conn = await asyncpg.connect(dsn, timeout=30)
+    try:
+        await conn.execute("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS timescaledb")
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def fresh_db(pg_store: EmbeddedStore) -> Iterator[str]:
+    """DSN of a brand-new database with TimescaleDB and nothing else; dropped after the test."""
+    name = f"fm_test_{uuid.uuid4().hex[:12]}"
+    run_sync(_admin(pg_store, f"CREATE DATABASE {name}"))
+    dsn = pg_store.dsn(name)
+    try:
+        run_sync(_create_extension(dsn))
+        yield dsn
+    finally:
+        # FORCE: a test that leaked a connection (or TimescaleDB's scheduler) must not keep it alive.
+        run_sync(_admin(pg_store, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
