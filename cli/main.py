@@ -1,0 +1,99 @@
+"""The ``fabricmon`` command line: one sub-command per module in ``cli/commands``.
+
+Each command module exposes ``register(subparsers)``, which adds its parser and sets
+``handler`` to a function ``(args) -> int``. Errors rooted at :class:`FabricmonError`
+become one line on stderr and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import NoReturn
+
+from cli.commands import db, demo, migrate, slo, topology
+from fabric.errors import FabricmonError
+
+COMMANDS: dict[str, ModuleType] = {
+    "topology": topology,
+    "slo": slo,
+    "db": db,
+    "migrate": migrate,
+    "demo": demo,
+}
+
+#: Exit code for bad input and failures. ``check`` uses 0/1/2 for health, so it reports errors as 3.
+EXIT_ERROR = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, like every other fabricmon error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _common_options(*, top: bool) -> argparse.ArgumentParser:
+    """The options every command takes, before or after its name.
+
+    The copy attached to each command defaults to SUPPRESS, so ``fabricmon --json db status``
+    keeps the value given before the command name.
+    """
+    common = _Parser(add_help=False)
+    suppress = argparse.SUPPRESS
+
+    def default(value: object) -> object:
+        return value if top else suppress
+
+    common.add_argument(
+        "--config",
+        metavar="FILE",
+        default=default(os.environ.get("FABRICMON_CONFIG")),
+        help="YAML configuration (default: $FABRICMON_CONFIG, else built-in defaults)",
+    )
+    common.add_argument("--json", action="store_true", default=default(False), help="machine-readable JSON output")
+    common.add_argument("-v", "--verbose", action="count", default=default(0), help="more logging (-vv: debug)")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options(top=False)
+    parser = _Parser(
+        prog="fabricmon",
+        description="Fabric health for AI training clusters.",
+        parents=[_common_options(top=True)],
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in COMMANDS.values():
+        module.register(sub, common)
+    return parser
+
+
+def _setup_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args.verbose)
+    try:
+        code: int = args.handler(args)
+    except FabricmonError as exc:
+        print(f"fabricmon {args.command}: error: {exc}", file=sys.stderr)
+        return 3 if args.command == "check" else EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except (asyncio.CancelledError, BrokenPipeError):
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
