@@ -1,0 +1,108 @@
+"""What the protocol front-ends (gNMI server, SNMP agent) read from the simulated fabric.
+
+The simulated fabric (``simulator/fabric_state.py``) implements :class:`FabricView`; the
+gNMI server and the SNMP agent only ever see this interface, so they stay independent of
+the traffic model, and a replayed recording can stand behind them too.
+
+Counters are unsigned 64-bit integers as a switch reports them (monotonic, restarted only by a
+reboot or a clear). Times are Unix nanoseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+PFC_PRIORITIES = 8
+
+
+@dataclass(slots=True)
+class PortCounters:
+    """One port's state and counters at one instant."""
+
+    name: str  # "swp1"
+    if_index: int  # 1-based, stable (IF-MIB ifIndex)
+    description: str  # ifAlias / description: the designed peer, e.g. "sp-r1-1:swp3"
+    admin_up: bool
+    oper_up: bool
+    speed_bps: int  # live speed (a degraded 400G port reports 200G)
+    last_change_ns: int  # last oper-status change (Unix ns)
+    last_clear_ns: int  # last counter clear or reboot (Unix ns)
+    in_octets: int
+    out_octets: int
+    in_unicast_pkts: int
+    out_unicast_pkts: int
+    in_multicast_pkts: int
+    out_multicast_pkts: int
+    in_broadcast_pkts: int
+    out_broadcast_pkts: int
+    in_errors: int
+    out_errors: int
+    in_discards: int
+    out_discards: int
+    in_fcs_errors: int
+    carrier_transitions: int
+    in_pause_frames: int  # 802.3x MAC pause (all priorities)
+    out_pause_frames: int
+    pfc_rx: tuple[int, ...]  # received PFC pause frames, per priority 0..7
+    pfc_tx: tuple[int, ...]  # sent PFC pause frames, per priority 0..7
+
+
+@dataclass(frozen=True, slots=True)
+class LldpNeighbor:
+    """One LLDP remote-table entry as the switch sees it on a local port."""
+
+    local_port: str
+    local_if_index: int
+    chassis_id: str  # e.g. a MAC-like id derived from the name
+    system_name: str  # "srv-g1-001" or "sp-r1-1"
+    port_id: str  # "nic3" or "swp17"
+    port_description: str
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchInfo:
+    """Switch-level facts."""
+
+    name: str
+    role: str  # leaf | spine | superspine
+    boot_time_ns: int  # sysUpTime = now - boot_time
+    reachable: bool  # False while a `switch_unreachable` fault (or a reboot) silences it
+
+
+#: Called with (switch, port or None) whenever something ON_CHANGE subscribers care about changes
+#: (oper status, speed, LLDP neighbours, reachability, reboot).
+ChangeListener = Callable[[str, str | None], None]
+
+
+class FabricView(Protocol):
+    """Read access to the simulated switches; ``now_ns`` lets a replay or test fix the clock."""
+
+    def switch_names(self) -> Sequence[str]:
+        """All switches served, in a stable order."""
+        ...
+
+    def switch(self, name: str) -> SwitchInfo | None:
+        """Facts of one switch, or None when no such switch is simulated."""
+        ...
+
+    def ports(self, switch: str, now_ns: int | None = None) -> list[PortCounters]:
+        """Every port of the switch with counters evaluated at ``now_ns`` (default: the clock's now)."""
+        ...
+
+    def lldp(self, switch: str) -> list[LldpNeighbor]:
+        """The switch's LLDP remote table (a miswire shows here)."""
+        ...
+
+    def now_ns(self) -> int:
+        """The simulation clock (Unix ns)."""
+        ...
+
+    def add_listener(self, listener: ChangeListener) -> None:
+        """Register a change callback (called from the event loop thread)."""
+        ...
+
+    def remove_listener(self, listener: ChangeListener) -> None:
+        """Unregister a change callback."""
+        ...
