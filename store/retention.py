@@ -8,8 +8,10 @@ runs ``drop_chunks`` itself on a schedule (:func:`drop_expired_chunks`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 
 import asyncpg
@@ -62,13 +64,13 @@ async def apply_retention(conn: asyncpg.Connection, config: RetentionConfig) -> 
         await conn.execute(
             "SELECT add_compression_policy($1::regclass, $2::interval, if_not_exists => true)",
             ht.table,
-            f"{config.compress_after_hours} hours",
+            timedelta(hours=config.compress_after_hours),
         )
         await conn.execute("SELECT remove_retention_policy($1::regclass, if_exists => true)", ht.table)
         await conn.execute(
             "SELECT add_retention_policy($1::regclass, $2::interval, if_not_exists => true)",
             ht.table,
-            f"{ht.days} days",
+            timedelta(days=ht.days),
         )
     return RetentionMode.POLICIES
 
@@ -78,9 +80,26 @@ async def drop_expired_chunks(conn: asyncpg.Connection, config: RetentionConfig)
     dropped = 0
     for ht in hypertables(config):
         rows = await conn.fetch(
-            "SELECT drop_chunks($1::regclass, older_than => now() - $2::interval)", ht.table, f"{ht.days} days"
+            "SELECT drop_chunks($1::regclass, older_than => now() - $2::interval)", ht.table, timedelta(days=ht.days)
         )
         if rows:
             log.info("retention: dropped %d chunk(s) of %s", len(rows), ht.table)
         dropped += len(rows)
     return dropped
+
+
+async def retention_loop(pool: asyncpg.Pool, config: RetentionConfig) -> None:
+    """Enforce retention for as long as the service runs (a task the service owns).
+
+    Installs policies once where licensed and returns; otherwise drops expired chunks every
+    ``drop_chunks_every_s``. A database outage is logged and retried on the next round.
+    """
+    while True:
+        try:
+            async with pool.acquire() as conn:
+                if await apply_retention(conn, config) is RetentionMode.POLICIES:
+                    return
+                await drop_expired_chunks(conn, config)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("retention: %s; retrying in %.0f s", exc, config.drop_chunks_every_s)
+        await asyncio.sleep(config.drop_chunks_every_s)
