@@ -1,0 +1,303 @@
+"""Fault specifications (SPEC §7): parse, check against the fabric, describe as applied.
+
+A fault is a JSON object: ``kind``, ``switch`` and the fields its kind takes (below);
+``id`` is optional (one is assigned). :meth:`FaultSpec.from_dict` checks the shape,
+:func:`resolve` checks it against a fabric and fills in defaults, so what
+:meth:`simulator.fabric_state.FabricState.apply` receives is always applicable.
+
+=====================  =====================================================================
+kind                   fields (default)
+=====================  =====================================================================
+link_down              port (the switch's first uplink)
+link_flap              port, period_s (10; down for half a period, up for the other half),
+                       count (unbounded: flaps until cleared)
+speed_degrade          port, speed_gbps (half the design speed; below it)
+pfc_storm              port, priority (3), rate_pps (5000)
+error_burst            port, rate_pps (100) FCS errors on the port's receive side
+miswire                server, gpu, to_leaf; switch (optional: the GPU's designed leaf)
+switch_unreachable     (none)
+reboot                 boot_s (5): seconds the switch stays down while it boots
+=====================  =====================================================================
+
+"First uplink" is ``swp{radix/2+1}`` on leaves and spines; a superspine has none, so its
+first cabled port stands in. ``boot_s`` is an addition to the SPEC's field list.
+
+Errors::
+
+    FabricmonError
+    └── FaultError (ValueError)          a fault that cannot be parsed or applied
+        └── FaultConflict                 an ``id`` already in use, or a cable already miswired
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from fabric.errors import FabricmonError
+from fabric.model import NIC_PORT_PREFIX, Endpoint, Fabric, Role, port_name, port_number
+
+
+class FaultError(FabricmonError, ValueError):
+    """A fault that cannot be parsed or does not fit the fabric; the message says which field."""
+
+
+class FaultConflict(FaultError):
+    """A fault whose ``id`` is already active, or that would move a cable already miswired."""
+
+
+class FaultKind(StrEnum):
+    """The fault kinds of SPEC §7."""
+
+    LINK_DOWN = "link_down"
+    LINK_FLAP = "link_flap"
+    SPEED_DEGRADE = "speed_degrade"
+    PFC_STORM = "pfc_storm"
+    ERROR_BURST = "error_burst"
+    MISWIRE = "miswire"
+    SWITCH_UNREACHABLE = "switch_unreachable"
+    REBOOT = "reboot"
+
+
+#: The optional fields each kind takes, beyond ``id``, ``kind`` and ``switch``.
+KIND_FIELDS: dict[FaultKind, frozenset[str]] = {
+    FaultKind.LINK_DOWN: frozenset({"port"}),
+    FaultKind.LINK_FLAP: frozenset({"port", "period_s", "count"}),
+    FaultKind.SPEED_DEGRADE: frozenset({"port", "speed_gbps"}),
+    FaultKind.PFC_STORM: frozenset({"port", "priority", "rate_pps"}),
+    FaultKind.ERROR_BURST: frozenset({"port", "rate_pps"}),
+    FaultKind.MISWIRE: frozenset({"server", "gpu", "to_leaf"}),
+    FaultKind.SWITCH_UNREACHABLE: frozenset(),
+    FaultKind.REBOOT: frozenset({"boot_s"}),
+}
+#: Kinds that act on one cabled port of ``switch``.
+PORT_KINDS = frozenset(k for k, f in KIND_FIELDS.items() if "port" in f)
+
+_DEFAULT_PERIOD_S = 10.0
+_MIN_PERIOD_S = 0.2
+_DEFAULT_RATE = {FaultKind.PFC_STORM: 5000.0, FaultKind.ERROR_BURST: 100.0}
+_MAX_RATE_PPS = 1e8
+_DEFAULT_BOOT_S = 5.0
+_MAX_BOOT_S = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSpec:
+    """One fault as requested; after :func:`resolve`, with every default filled in."""
+
+    kind: FaultKind
+    switch: str | None = None
+    port: str | None = None
+    id: str | None = None
+    priority: int | None = None
+    rate_pps: float | None = None
+    speed_gbps: int | None = None
+    period_s: float | None = None
+    count: int | None = None
+    server: str | None = None
+    gpu: int | None = None
+    to_leaf: str | None = None
+    boot_s: float | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FaultSpec:
+        """Parse a JSON/YAML object; raises :class:`FaultError` naming the first bad field."""
+        if not isinstance(data, Mapping):
+            raise FaultError(f"a fault must be an object, got {type(data).__name__}")
+        raw_kind = data.get("kind")
+        if raw_kind is None:
+            raise FaultError("missing field 'kind'")
+        try:
+            kind = FaultKind(raw_kind)
+        except ValueError:
+            known = ", ".join(k.value for k in FaultKind)
+            raise FaultError(f"unknown fault kind {raw_kind!r} (known: {known})") from None
+        allowed = KIND_FIELDS[kind] | {"kind", "switch", "id"}
+        for key in data:
+            if key not in allowed:
+                if key in _FIELD_TYPES:
+                    raise FaultError(f"field {key!r} does not apply to {kind.value}")
+                raise FaultError(f"unknown field {key!r}")
+        values = {key: _typed(key, data[key]) for key in data if key != "kind" and data[key] is not None}
+        if kind is not FaultKind.MISWIRE and "switch" not in values:
+            raise FaultError("missing field 'switch'")
+        return cls(kind=kind, **values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object, without unset fields."""
+        out: dict[str, Any] = {"id": self.id, "kind": self.kind.value}
+        out.update((k, v) for k, v in asdict(self).items() if v is not None and k not in out)
+        return out
+
+
+_FIELD_TYPES: dict[str, type] = {
+    "switch": str,
+    "port": str,
+    "id": str,
+    "priority": int,
+    "rate_pps": float,
+    "speed_gbps": int,
+    "period_s": float,
+    "count": int,
+    "server": str,
+    "gpu": int,
+    "to_leaf": str,
+    "boot_s": float,
+}
+
+
+def _typed(key: str, value: Any) -> Any:
+    want = _FIELD_TYPES[key]
+    if want is str:
+        if not isinstance(value, str) or not value:
+            raise FaultError(f"field {key!r} must be a non-empty string (got {value!r})")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FaultError(f"field {key!r} must be a number (got {value!r})")
+    if want is int:
+        if isinstance(value, float) and not value.is_integer():
+            raise FaultError(f"field {key!r} must be an integer (got {value!r})")
+        return int(value)
+    if not math.isfinite(value):
+        raise FaultError(f"field {key!r} must be finite (got {value!r})")
+    return float(value)
+
+
+@dataclass(slots=True)
+class AppliedFault:
+    """A fault in effect: its resolved spec, when it started, and what the simulator chose.
+
+    For a miswire, ``to_port`` is where the NIC landed on ``to_leaf`` and ``swapped_with`` the
+    NIC that moved the other way (None when that port was free).
+    """
+
+    spec: FaultSpec
+    started_at_ns: int
+    to_port: str | None = None
+    swapped_with: str | None = None
+
+    @property
+    def id(self) -> str:
+        """The fault's id."""
+        assert self.spec.id is not None
+        return self.spec.id
+
+    @property
+    def switch(self) -> str:
+        """The switch it acts on (for a miswire: the GPU's designed leaf)."""
+        assert self.spec.switch is not None
+        return self.spec.switch
+
+    @property
+    def port(self) -> str | None:
+        """The port it acts on, when it acts on one."""
+        return self.spec.port
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fault as the control endpoint shows it."""
+        out = self.spec.to_dict()
+        started = datetime.fromtimestamp(self.started_at_ns / 1e9, tz=UTC)
+        out["started_at"] = started.isoformat().replace("+00:00", "Z")
+        out["started_at_ns"] = self.started_at_ns
+        if self.to_port is not None:
+            out["to_port"] = self.to_port
+        if self.swapped_with is not None:
+            out["swapped_with"] = self.swapped_with
+        return out
+
+
+def first_uplink(fabric: Fabric, switch: str) -> str:
+    """The default port of a fault: ``swp{radix/2+1}``, or a superspine's first cabled port."""
+    sw = fabric.switches[switch]
+    if sw.role is not Role.SUPERSPINE:
+        return port_name(sw.radix // 2 + 1)
+    for number in range(1, sw.radix + 1):
+        if fabric.peer(Endpoint(switch, port_name(number))) is not None:
+            return port_name(number)
+    raise FaultError(f"superspine {switch} has no cabled port")
+
+
+def resolve(fabric: Fabric, spec: FaultSpec, fault_id: str) -> FaultSpec:
+    """Check ``spec`` against ``fabric`` and fill in ``id``, ``port`` and the kind's defaults."""
+    spec = replace(spec, id=spec.id or fault_id)
+    if spec.kind is FaultKind.MISWIRE:
+        return _resolve_miswire(fabric, spec)
+    assert spec.switch is not None
+    sw = fabric.switches.get(spec.switch)
+    if sw is None:
+        raise FaultError(f"unknown switch {spec.switch!r}")
+    if spec.kind in PORT_KINDS:
+        port = spec.port or first_uplink(fabric, spec.switch)
+        number = port_number(port)
+        if number is None or number > sw.radix:
+            raise FaultError(f"unknown port {port!r} on {spec.switch} (swp1..swp{sw.radix})")
+        if fabric.peer(Endpoint(spec.switch, port)) is None:
+            raise FaultError(f"port {port} of {spec.switch} is not cabled")
+        spec = replace(spec, port=port)
+    return _with_defaults(spec, sw.speed_gbps)
+
+
+def _with_defaults(spec: FaultSpec, design_gbps: int) -> FaultSpec:
+    """``spec`` with its kind's numeric fields checked and defaulted."""
+    kind = spec.kind
+    if kind is FaultKind.LINK_FLAP:
+        period = _positive("period_s", spec.period_s, _DEFAULT_PERIOD_S, _MIN_PERIOD_S, 86_400.0)
+        if spec.count is not None and spec.count < 1:
+            raise FaultError(f"field 'count' must be >= 1 (got {spec.count})")
+        spec = replace(spec, period_s=period)
+    elif kind is FaultKind.SPEED_DEGRADE:
+        design = design_gbps
+        speed = design // 2 if spec.speed_gbps is None else spec.speed_gbps
+        if not 0 < speed < design:
+            raise FaultError(f"field 'speed_gbps' must be between 1 and {design - 1} (got {speed})")
+        spec = replace(spec, speed_gbps=speed)
+    elif kind in _DEFAULT_RATE:
+        rate = _positive("rate_pps", spec.rate_pps, _DEFAULT_RATE[kind], 0.0, _MAX_RATE_PPS)
+        spec = replace(spec, rate_pps=rate)
+        if kind is FaultKind.PFC_STORM:
+            priority = 3 if spec.priority is None else spec.priority
+            if not 0 <= priority <= 7:
+                raise FaultError(f"field 'priority' must be 0..7 (got {priority})")
+            spec = replace(spec, priority=priority)
+    elif kind is FaultKind.REBOOT:
+        spec = replace(spec, boot_s=_positive("boot_s", spec.boot_s, _DEFAULT_BOOT_S, 0.0, _MAX_BOOT_S))
+    return spec
+
+
+def _positive(name: str, value: float | None, default: float, low: float, high: float) -> float:
+    """``value`` (or ``default``) checked to lie in ``[low, high]``, and above 0."""
+    v = default if value is None else value
+    if not (v > 0.0 and low <= v <= high):
+        raise FaultError(f"field {name!r} must be > 0, >= {low:g} and <= {high:g} (got {v:g})")
+    return v
+
+
+def _resolve_miswire(fabric: Fabric, spec: FaultSpec) -> FaultSpec:
+    for key in ("server", "gpu", "to_leaf"):
+        if getattr(spec, key) is None:
+            raise FaultError(f"miswire needs field {key!r}")
+    assert spec.server is not None and spec.gpu is not None and spec.to_leaf is not None
+    server = fabric.servers.get(spec.server)
+    if server is None:
+        raise FaultError(f"unknown server {spec.server!r}")
+    if not 1 <= spec.gpu <= server.gpus:
+        raise FaultError(f"field 'gpu' must be 1..{server.gpus} (got {spec.gpu})")
+    home = fabric.peer(Endpoint(spec.server, f"{NIC_PORT_PREFIX}{spec.gpu}"))
+    if home is None:
+        raise FaultError(f"{spec.server} GPU {spec.gpu} is not cabled")
+    if spec.switch is not None and spec.switch != home.node:
+        raise FaultError(f"field 'switch' must be {home.node}, the leaf {spec.server} GPU {spec.gpu} is designed for")
+    target = fabric.switches.get(spec.to_leaf)
+    if target is None or target.role is not Role.LEAF:
+        raise FaultError(f"field 'to_leaf' must name a leaf (got {spec.to_leaf!r})")
+    if spec.to_leaf == home.node:
+        raise FaultError(f"field 'to_leaf' must differ from the designed leaf {home.node}")
+    number = port_number(home.port)
+    assert number is not None
+    if number > target.radix // 2:
+        raise FaultError(f"{spec.to_leaf} has no down port {home.port}")
+    return replace(spec, switch=home.node, port=home.port)
