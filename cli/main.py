@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import NoReturn
 
-from cli.commands import db, demo, migrate, slo, topology
+from cli.commands import db, demo, migrate, record, sim, slo, topology
 from fabric.errors import FabricmonError
 
 COMMANDS: dict[str, ModuleType] = {
@@ -24,6 +24,8 @@ COMMANDS: dict[str, ModuleType] = {
     "slo": slo,
     "db": db,
     "migrate": migrate,
+    "sim": sim,
+    "record": record,
     "demo": demo,
 }
 

@@ -1,0 +1,173 @@
+"""``fabricmon sim``: one process serving every simulated switch over gNMI and SNMP.
+
+Owns everything it starts (the fabric state's timer, the gNMI server, the SNMP agent, the
+control endpoint, a scenario player or a replay) and stops it all in reverse order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from fabric.inventory import load_inventory
+from fabric.model import Fabric, FabricParams
+from fabric.topology import build_aipod
+from simulator.control import create_control_app
+from simulator.fabric_state import FabricState
+from simulator.gnmi_server import GnmiServer, serve_gnmi
+from simulator.replay import ReplayView
+from simulator.scenario import Scenario, load_scenario, play
+from simulator.sim_config import Protocols, sim_config, write_sim_config
+from simulator.snmp_agent import SnmpAgent, serve_snmp
+from simulator.view import FabricView
+
+log = logging.getLogger(__name__)
+
+
+def split_hostport(value: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` → (host, port)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected host:port, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    """What ``fabricmon sim`` was asked to do."""
+
+    params: FabricParams | None = None
+    inventory: Path | None = None
+    gnmi: str | None = "127.0.0.1:9339"
+    snmp: str | None = "127.0.0.1:1161"
+    control: str | None = "127.0.0.1:9340"
+    scenario: str | None = None
+    replay: Path | None = None
+    speedup: float = 1.0
+    seed: int = 0
+    write_config: Path | None = None
+    protocols: Protocols = "mixed"
+    duration_s: float | None = None
+
+
+@dataclass(slots=True)
+class RunningSim:
+    """What is up, and where (ports are the bound ones: 0 in the options means any free port)."""
+
+    view: FabricView
+    state: FabricState | None
+    fabric: Fabric | None
+    gnmi: GnmiServer | None = None
+    snmp: SnmpAgent | None = None
+    control: web.AppRunner | None = None
+    control_port: int | None = None
+    scenario: Scenario | None = None
+    scenario_task: asyncio.Task[Any] | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def addresses(self, opts: SimOptions) -> dict[str, str | None]:
+        def where(given: str | None, port: int | None) -> str | None:
+            return None if given is None or port is None else f"{split_hostport(given)[0]}:{port}"
+
+        return {
+            "gnmi": where(opts.gnmi, self.gnmi.port if self.gnmi else None),
+            "snmp": where(opts.snmp, self.snmp.port if self.snmp else None),
+            "control": where(opts.control, self.control_port),
+        }
+
+
+async def start_sim(opts: SimOptions) -> RunningSim:
+    """Build the view and start every front-end; on failure, stop what had started."""
+    sim = _build(opts)
+    try:
+        if opts.gnmi is not None:
+            host, port = split_hostport(opts.gnmi)
+            sim.gnmi = await serve_gnmi(sim.view, host, port)
+        if opts.snmp is not None:
+            host, port = split_hostport(opts.snmp)
+            sim.snmp = await serve_snmp(sim.view, host, port)
+        if sim.state is not None:
+            sim.state.start()
+            if opts.control is not None:
+                host, port = split_hostport(opts.control)
+                sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+                sim.control_port = int(sock.getsockname()[1])
+                sim.control = web.AppRunner(create_control_app(sim.state), access_log=None)
+                await sim.control.setup()
+                await web.SockSite(sim.control, sock).start()
+            if sim.scenario is not None:
+                sim.scenario_task = asyncio.create_task(play(sim.state, sim.scenario, opts.speedup), name="scenario")
+        elif isinstance(sim.view, ReplayView):
+            sim.view.start()
+        if opts.write_config is not None:
+            addr = sim.addresses(opts)
+            write_sim_config(
+                opts.write_config,
+                sim_config(
+                    gnmi_address=addr["gnmi"],
+                    snmp_address=addr["snmp"],
+                    protocols=opts.protocols,
+                    params=sim.fabric.params if sim.fabric is not None and opts.inventory is None else None,
+                    inventory=opts.inventory,
+                ),
+            )
+    except BaseException:
+        await stop_sim(sim)
+        raise
+    return sim
+
+
+def _build(opts: SimOptions) -> RunningSim:
+    if opts.replay is not None:
+        return RunningSim(view=ReplayView(opts.replay, speedup=opts.speedup), state=None, fabric=None)
+    fabric = (
+        load_inventory(opts.inventory)
+        if opts.inventory is not None
+        else build_aipod(opts.params or FabricParams(gpus=512))
+    )
+    scenario = load_scenario(opts.scenario, fabric=fabric) if opts.scenario else None
+    state = FabricState(fabric, seed=opts.seed)
+    return RunningSim(view=state, state=state, fabric=fabric, scenario=scenario)
+
+
+async def stop_sim(sim: RunningSim) -> None:
+    """Stop everything, newest first; never raises."""
+    if sim.scenario_task is not None:
+        sim.scenario_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await sim.scenario_task
+    if sim.control is not None:
+        with contextlib.suppress(Exception):
+            await sim.control.cleanup()
+    if sim.snmp is not None:
+        with contextlib.suppress(Exception):
+            await sim.snmp.stop()
+    if sim.gnmi is not None:
+        with contextlib.suppress(Exception):
+            await sim.gnmi.stop()
+    if sim.state is not None:
+        with contextlib.suppress(Exception):
+            await sim.state.stop()
+    if isinstance(sim.view, ReplayView):
+        await sim.view.stop()
+
+
+async def run_sim(opts: SimOptions, ready: Callable[[RunningSim], None], stop: asyncio.Event) -> RunningSim:
+    """Start, report readiness, serve until ``stop`` is set or the duration passes, then stop."""
+    sim = await start_sim(opts)
+    try:
+        ready(sim)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), opts.duration_s)
+    finally:
+        await stop_sim(sim)
+    return sim
