@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import topology_build, writer_copy
+from bench import sim_scale, topology_build, writer_copy
 
 
 def _private_root() -> Path:
@@ -47,6 +47,7 @@ async def _main(names: list[str]) -> dict[str, Any]:
 BENCHMARKS = {
     "topology": topology_build.run,
     "writer": writer_copy.run,
+    "sim": sim_scale.run,
 }
 
 
