@@ -11,7 +11,16 @@ Only pygnmi's generated protobufs (``pygnmi.spec.v080``) are used. Get and Subsc
 responses are produced as wire bytes by :mod:`simulator.gnmi_wire` and registered with an
 identity serializer (a generic handler with ``response_serializer=None``), so clients
 decode ordinary ``gnmi_pb2`` messages. Each RPC runs in its own task: an error on one
-stream ends that stream only.
+stream ends that stream only. Use::
+
+    server = await serve_gnmi(state, "0.0.0.0", 9339, credentials=("admin", "secret"))
+    ...  # server.port, server.stats
+    await server.stop()
+
+Measured on a 2-core machine with the whole 16K-GPU fabric (640 switches, 82K ports) subscribed
+at 10 s over ``/interfaces``: 180K values/s in 8.2K Notifications/s for ~0.4 of a core. gRPC's
+cost per message (~40 µs) dominates, not encoding: one process tops out near 20K
+Notifications/s, short of the 24.6K/s that ``/`` (interfaces + PFC + LLDP) needs at 10 s.
 """
 
 from __future__ import annotations
