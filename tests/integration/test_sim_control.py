@@ -186,3 +186,28 @@ def test_scenario_errors_name_the_line(text: str, message: str) -> None:
 def test_missing_scenario_file_lists_the_builtins(tmp_path):
     with pytest.raises(ScenarioError, match="built-in: all-faults"):
         load_scenario(tmp_path / "nope.yaml")
+
+
+async def test_the_all_faults_scenario_plays_every_kind_and_clears_them() -> None:
+    fabric = build_aipod(FabricParams(gpus=512))
+    state = FabricState(fabric, seed=3)
+    scenario = load_scenario("all-faults", fabric=fabric)
+    seen: set[str] = set()
+
+    def watch(switch: str, port: str | None) -> None:
+        seen.update(str(f.spec.kind) for f in state.active())
+
+    state.add_listener(watch)
+    state.start()
+    try:
+        applied = await asyncio.wait_for(play(state, scenario, speedup=25.0), 30)
+    finally:
+        await state.stop()
+    assert {str(f.spec.kind) for f in applied} == {str(k) for k in FaultKind}
+    assert seen >= {"link_down", "speed_degrade", "miswire", "switch_unreachable", "reboot", "link_flap"}
+    assert state.active() == []
+    # Everything designed is back: every cabled port up at full speed.
+    for switch in ("lf-g1-r1", "lf-g1-r4", "lf-g1-r5", "lf-g1-r7"):
+        for p in state.ports(switch):
+            if p.description:
+                assert p.oper_up and p.speed_bps == 400 * 10**9, (switch, p.name)
