@@ -1,0 +1,126 @@
+"""What the protocol collectors hand to the pipeline: raw readings, as the switch reported them.
+
+A protocol collector (``collector/gnmi*``, ``collector/snmp*``) turns protobufs or varbinds into
+:class:`PortReading` and :class:`LldpReading` objects and nothing else leaves it. Counter
+hygiene (deltas, resets, wraps, rates) happens once, after it, in ``collector/counters.py``.
+
+Counters are unsigned integers as reported (64-bit, or 32-bit where ``width32`` says so);
+``None`` means "not reported in this reading", never zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+#: Counter fields of a reading, in PortSample order (see store.records.PortSample).
+COUNTER_FIELDS: tuple[str, ...] = (
+    "in_octets",
+    "out_octets",
+    "in_unicast_pkts",
+    "out_unicast_pkts",
+    "in_multicast_pkts",
+    "out_multicast_pkts",
+    "in_broadcast_pkts",
+    "out_broadcast_pkts",
+    "in_errors",
+    "out_errors",
+    "in_discards",
+    "out_discards",
+    "in_fcs_errors",
+    "carrier_transitions",
+    "in_pause_frames",
+    "out_pause_frames",
+)
+
+
+@dataclass(slots=True)
+class PortReading:
+    """One port of one switch at one instant (``time_ns``: the switch's timestamp, Unix ns)."""
+
+    switch: str
+    port: str
+    time_ns: int
+    oper_up: bool | None = None
+    speed_bps: int | None = None
+    in_octets: int | None = None
+    out_octets: int | None = None
+    in_unicast_pkts: int | None = None
+    out_unicast_pkts: int | None = None
+    in_multicast_pkts: int | None = None
+    out_multicast_pkts: int | None = None
+    in_broadcast_pkts: int | None = None
+    out_broadcast_pkts: int | None = None
+    in_errors: int | None = None
+    out_errors: int | None = None
+    in_discards: int | None = None
+    out_discards: int | None = None
+    in_fcs_errors: int | None = None
+    carrier_transitions: int | None = None
+    in_pause_frames: int | None = None
+    out_pause_frames: int | None = None
+    #: PFC pause frames received / sent per priority 0..7 (None: not reported). A source with
+    #: per-interface totals only (IEEE8021-PFC-MIB) reports them as ``pfc_rx_total``/``pfc_tx_total``.
+    pfc_rx: tuple[int, ...] | None = None
+    pfc_tx: tuple[int, ...] | None = None
+    pfc_rx_total: int | None = None
+    pfc_tx_total: int | None = None
+    #: Counter-reset evidence: gNMI ``last-clear`` (Unix ns) or SNMP ifCounterDiscontinuityTime.
+    last_clear_ns: int | None = None
+    #: The switch's boot instant (Unix ns) when known (SNMP: now - sysUpTime): a change is a reboot.
+    boot_ns: int | None = None
+    #: Counter fields that are 32-bit at the source (they wrap mod 2^32), e.g. IF-MIB's ifInErrors;
+    #: share one frozenset per source rather than building one per reading.
+    wrap32: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class LldpNeighborReading:
+    """One LLDP remote-table entry."""
+
+    system_name: str
+    port_id: str
+    port_description: str = ""
+    chassis_id: str = ""
+
+
+@dataclass(slots=True)
+class LldpReading:
+    """A port's whole LLDP remote table at one instant (empty: no neighbour)."""
+
+    switch: str
+    port: str
+    time_ns: int
+    neighbors: tuple[LldpNeighborReading, ...]
+
+
+class TargetState(StrEnum):
+    """What the collector knows about reaching a switch."""
+
+    CONNECTING = "connecting"
+    CONNECTED = "connected"  # data flows
+    STALE = "stale"  # connected, but no update in 3 intervals: never read as zero traffic
+    UNREACHABLE = "unreachable"  # connection failed or timed out; retrying with backoff
+    ERROR = "error"  # the switch refused us (auth, TLS, unknown target, bad subscription)
+
+
+class Sink(Protocol):
+    """Where a protocol collector sends what it read. ``put`` waits when the pipeline is full."""
+
+    async def put_ports(self, readings: Sequence[PortReading]) -> None:
+        """Hand over readings (any number, any switches). Back-pressure: may wait, never drops."""
+        ...
+
+    async def put_lldp(self, readings: Sequence[LldpReading]) -> None:
+        """Hand over LLDP tables."""
+        ...
+
+    def set_state(self, switch: str, state: TargetState, detail: str | None = None) -> None:
+        """Report reachability; called on every change (cheap, never blocks)."""
+        ...
+
+    def count_invalid(self, switch: str, what: str, n: int = 1) -> None:
+        """Count values skipped as malformed (wrong type, unknown path, absurd size)."""
+        ...
