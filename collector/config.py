@@ -87,6 +87,11 @@ class CollectorConfig(Section):
     queue_rows: int = Field(50_000, ge=100)
     #: ``"I/N"``: this process collects the I-th of N deterministic shards of the targets.
     shard: str | None = None
+    #: ``host:port`` for a Prometheus /metrics endpoint of ``fabricmon collect`` (off by default;
+    #: ``fabricmon run`` serves the collector's metrics on the API's /metrics instead).
+    metrics_listen: str | None = None
+    #: Seconds without a reading after which a connected target is marked stale (x interval).
+    stale_intervals: float = Field(3.0, ge=1)
 
     @field_validator("shard")
     @classmethod

@@ -36,6 +36,10 @@ COUNTER_FIELDS: tuple[str, ...] = (
 )
 
 
+#: A ``wrap32`` member meaning "the per-interface PFC totals are 32-bit" (IEEE8021-PFC-MIB Counter32).
+PFC_TOTAL_WRAP32 = "pfc_total"
+
+
 @dataclass(slots=True)
 class PortReading:
     """One port of one switch at one instant (``time_ns``: the switch's timestamp, Unix ns)."""

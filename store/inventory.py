@@ -6,6 +6,7 @@ the inventory does not know (``known = false``) are kept, unless the new invento
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -24,7 +25,27 @@ class LoadResult:
     links: int
 
 
-async def load_fabric(conn: asyncpg.Connection, fabric: Fabric) -> LoadResult:
+def fabric_digest(fabric: Fabric) -> str:
+    """A stable digest of the design (params, switches, servers, links)."""
+    h = hashlib.sha256(json.dumps(_params(fabric), sort_keys=True).encode())
+    for s in sorted(fabric.switches.values(), key=lambda s: s.name):
+        h.update(f"{s.name}|{s.role}|{s.group}|{s.rail}|{s.plane}|{s.radix}|{s.speed_gbps}|{s.mgmt_address}\n".encode())
+    for v in sorted(fabric.servers.values(), key=lambda v: v.name):
+        h.update(f"{v.name}|{v.group}|{v.index}|{v.gpus}\n".encode())
+    for ln in fabric.links:
+        h.update(f"{ln.a.node}:{ln.a.port}>{ln.b.node}:{ln.b.port}|{ln.kind}|{ln.speed_gbps}\n".encode())
+    return h.hexdigest()
+
+
+async def ensure_fabric(conn: asyncpg.Connection, fabric: Fabric) -> LoadResult | None:
+    """Load ``fabric`` unless the database already holds exactly this design; None when skipped."""
+    digest = fabric_digest(fabric)
+    if await conn.fetchval("SELECT digest FROM fabric_meta") == digest:
+        return None
+    return await load_fabric(conn, fabric, digest=digest)
+
+
+async def load_fabric(conn: asyncpg.Connection, fabric: Fabric, *, digest: str | None = None) -> LoadResult:
     """Replace the stored inventory with ``fabric``'s, atomically."""
     switches = [
         (s.name, str(s.role), s.index, s.group, s.rail, s.plane, s.radix, float(s.speed_gbps), s.mgmt_address)
@@ -77,11 +98,13 @@ async def load_fabric(conn: asyncpg.Connection, fabric: Fabric) -> LoadResult:
             columns=["a_node", "a_port", "b_node", "b_port", "kind", "rail", "speed_gbps"],
         )
         await conn.execute(
-            "INSERT INTO fabric_meta (id, params, summary, loaded_at) VALUES (true, $1::jsonb, $2::jsonb, now()) "
+            "INSERT INTO fabric_meta (id, params, summary, digest, loaded_at) "
+            "VALUES (true, $1::jsonb, $2::jsonb, $3, now()) "
             "ON CONFLICT (id) DO UPDATE SET params = EXCLUDED.params, summary = EXCLUDED.summary, "
-            "loaded_at = now()",
+            "digest = EXCLUDED.digest, loaded_at = now()",
             json.dumps(_params(fabric)),
             json.dumps(fabric.summary()),
+            digest or fabric_digest(fabric),
         )
     return LoadResult(len(switches), len(servers), len(ports), len(links))
 

@@ -89,6 +89,7 @@ class LinkEvent(NamedTuple):
     new_status: str
     down_s: float | None = None
     source: str = "oper-status"
+    flaps: int = 1  # > 1: flaps between samples that carrier-transitions counted but status missed
 
 
 class Reachability(NamedTuple):

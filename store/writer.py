@@ -7,8 +7,9 @@ the database or the encoder refuses (a NULL key, a value out of range, a wrong t
 is bisected until that row stands alone; it alone is rejected and counted.
 
 ``put`` blocks while ``max_pending_rows`` are buffered (back-pressure, never a silent drop).
-When the database is unreachable the failed batch stays buffered and ``flush`` raises
-:class:`~store.db.StoreUnavailable`; the caller decides whether to retry or spool.
+When the database is unreachable: with a :class:`~store.spool.Spool`, batches go to disk and are
+replayed in order, before anything newer, once it is back; without one, the failed batch stays
+buffered and ``flush`` raises :class:`~store.db.StoreUnavailable`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import asyncpg
 
 from store.config import WriterConfig
 from store.db import UNAVAILABLE_ERRORS, StoreUnavailable
+from store.spool import Spool
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +71,10 @@ class BatchWriter:
         table: str,
         columns: Sequence[str],
         config: WriterConfig | None = None,
+        spool: Spool | None = None,
     ) -> None:
         self.pool = pool
+        self.spool = spool
         self.table = table
         self.columns = list(columns)
         self.config = config or WriterConfig()
@@ -105,21 +109,60 @@ class BatchWriter:
             await self._room.wait_for(lambda: len(self._pending) < self.config.max_pending_rows)
             self._pending.extend(rows)
         if len(self._pending) >= self.config.batch_rows:
-            await self.flush()
+            try:
+                await self.flush()
+            except StoreUnavailable as exc:  # rows stay buffered; put() waits once the buffer is full
+                self.stats.last_error = str(exc)
 
     async def flush(self) -> int:
-        """Write everything buffered; return rows stored. Raises StoreUnavailable, keeping the rows."""
+        """Write everything buffered (after the spool); return rows stored.
+
+        Without a spool, raises StoreUnavailable keeping the rows; with one, spools them instead.
+        """
         async with self._flush_lock:
-            stored = 0
+            try:
+                stored = await self._drain_spool()
+            except StoreUnavailable:
+                self._spool_pending()
+                await self._release(0)
+                return 0
             while self._pending:
                 batch = self._pending[: self.config.batch_rows]
                 started = time.perf_counter()
-                stored += await self._write_batch(batch)
-                self.stats.flush_seconds += time.perf_counter() - started
-                del self._pending[: len(batch)]
-                async with self._room:
-                    self._room.notify_all()
+                try:
+                    stored += await self._write_batch(batch)
+                except StoreUnavailable:
+                    if self.spool is None:
+                        raise
+                    self._spool_pending()
+                    await self._release(0)
+                    return stored
+                finally:
+                    self.stats.flush_seconds += time.perf_counter() - started
+                await self._release(len(batch))
             return stored
+
+    async def _release(self, n: int) -> None:
+        del self._pending[:n]
+        async with self._room:
+            self._room.notify_all()
+
+    async def _drain_spool(self) -> int:
+        """Replay spooled batches, oldest first; stop (raising) at the first outage."""
+        stored = 0
+        while self.spool is not None and (batch := self.spool.peek()) is not None:
+            stored += await self._write_batch(batch)
+            self.spool.pop()
+        return stored
+
+    def _spool_pending(self) -> None:
+        if self.spool is None:
+            return
+        while self._pending:
+            batch = self._pending[: self.config.batch_rows]
+            self.spool.push(batch)
+            del self._pending[: len(batch)]
+        log.warning("%s: database unavailable, %d batch(es) spooled on disk", self.table, len(self.spool))
 
     async def close(self) -> None:
         """Stop the timer and flush what is left."""
@@ -134,13 +177,14 @@ class BatchWriter:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(self.config.flush_interval_s)
-            if not self._pending:
+            if not self._pending and not (self.spool is not None and len(self.spool)):
                 continue
             try:
                 await self.flush()
             except StoreUnavailable as exc:
                 self.stats.last_error = str(exc)
                 log.warning("%s: database unavailable, %d rows kept for retry", self.table, self.pending)
+
 
     async def _write_batch(self, batch: Sequence[Row]) -> int:
         self.stats.batches += 1

@@ -26,7 +26,7 @@ import pytest
 from store.pgserver import EmbeddedStore
 
 T = TypeVar("T")
-DB_FIXTURES = frozenset({"pg_store", "pg_dsn", "fresh_db"})
+DB_FIXTURES = frozenset({"pg_store", "pg_dsn", "fresh_db", "private_store"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
@@ -101,3 +101,17 @@ def fresh_db(pg_store: EmbeddedStore) -> Iterator[str]:
     finally:
         # FORCE: a test that leaked a connection (or TimescaleDB's scheduler) must not keep it alive.
         run_sync(_admin(pg_store, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture
+def private_store() -> Iterator[EmbeddedStore]:
+    """A cluster of the test's own, which it may stop and restart (outage tests), removed afterwards."""
+    base = Path(tempfile.mkdtemp(prefix="fabricmon-outage-", dir="/tmp"))
+    base.chmod(0o755)
+    store = EmbeddedStore(base / "pg")
+    store.start()
+    try:
+        yield store
+    finally:
+        store.stop()
+        shutil.rmtree(base, ignore_errors=True)

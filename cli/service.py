@@ -1,0 +1,74 @@
+"""What the long-running commands share: database setup, signals, a /metrics endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import CollectorRegistry
+
+from config.model import Config
+from fabric.model import Fabric
+from store.db import create_pool
+from store.inventory import ensure_fabric
+from store.migrate import migrate
+
+log = logging.getLogger(__name__)
+
+
+def note(message: str) -> None:
+    """A progress line for a person, on stderr."""
+    print(message, file=sys.stderr, flush=True)
+
+
+@asynccontextmanager
+async def database(dsn: str, config: Config, fabric: Fabric) -> AsyncIterator[asyncpg.Pool]:
+    """A pool on a migrated database holding this fabric's inventory; closed on exit."""
+    pool = await create_pool(dsn, config.database)
+    try:
+        async with pool.acquire() as conn:
+            applied = await migrate(conn)
+            if applied:
+                note(f"database: applied {len(applied)} migration(s)")
+            if await ensure_fabric(conn, fabric) is not None:
+                note(f"database: loaded the fabric inventory ({len(fabric.switches)} switches)")
+        yield pool
+    finally:
+        await pool.close()
+
+
+def stop_on_signals(stop: asyncio.Event) -> None:
+    """SIGINT and SIGTERM set ``stop`` (a graceful drain), instead of killing the loop."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+
+@asynccontextmanager
+async def metrics_endpoint(listen: str | None, registry: CollectorRegistry) -> AsyncIterator[None]:
+    """Serve ``registry`` on ``http://listen/metrics`` while the block runs (nothing if listen is None)."""
+    if listen is None:
+        yield
+        return
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    host, _, port = listen.rpartition(":")
+    await web.TCPSite(runner, host.strip("[]"), int(port)).start()
+    note(f"metrics on http://{listen}/metrics")
+    try:
+        yield
+    finally:
+        await runner.cleanup()
