@@ -20,13 +20,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-import asyncpg
-
 from collector.counters import CounterTracker
 from collector.records import LldpReading, PortReading, TargetState
 from fabric.model import Fabric
 from store.config import WriterConfig
-from store.db import UNAVAILABLE_ERRORS
+from store.db import UNAVAILABLE_ERRORS, Connection, Pool, PostgresError
 from store.records import LinkEvent, PfcSample, PortSample, Reachability
 from store.spool import Spool
 from store.writer import BatchWriter
@@ -62,7 +60,7 @@ class Pipeline:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        pool: Pool,
         fabric: Fabric,
         config: WriterConfig | None = None,
         *,
@@ -182,7 +180,7 @@ class Pipeline:
             await asyncio.sleep(self._housekeeping_s)
             try:
                 await self._flush_state()
-            except asyncpg.PostgresError as exc:  # a bad row must not stop the task; it retries
+            except PostgresError as exc:  # a bad row must not stop the task; it retries
                 log.error("writing collector state failed: %s", exc)
 
     async def _flush_state(self) -> None:
@@ -206,7 +204,7 @@ class Pipeline:
             if self._lldp_dirty.get(key) is reading:
                 del self._lldp_dirty[key]
 
-    async def _write_unknown(self, conn: asyncpg.Connection, rows: list[tuple[str, str, datetime]]) -> None:
+    async def _write_unknown(self, conn: Connection, rows: list[tuple[str, str, datetime]]) -> None:
         switches = sorted({s for s, _, _ in rows if s not in self._known_switches})
         if switches:
             await conn.executemany(
@@ -218,7 +216,7 @@ class Pipeline:
             rows,
         )
 
-    async def _write_lldp(self, conn: asyncpg.Connection, tables: list[LldpReading]) -> None:
+    async def _write_lldp(self, conn: Connection, tables: list[LldpReading]) -> None:
         await conn.execute(
             "DELETE FROM lldp_neighbors n USING unnest($1::text[], $2::text[]) AS k(switch, port) "
             "WHERE n.switch = k.switch AND n.port = k.port",

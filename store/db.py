@@ -15,6 +15,12 @@ from store.errors import StoreError
 
 log = logging.getLogger(__name__)
 
+#: The database types other packages use; only ``store`` imports asyncpg itself.
+Pool = asyncpg.Pool
+Connection = asyncpg.Connection
+Record = asyncpg.Record
+PostgresError = asyncpg.PostgresError
+
 #: Errors that mean "the database is not there right now", as opposed to "this data is bad".
 UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
