@@ -12,8 +12,15 @@ from config.base import Section
 class ThresholdsConfig(Section):
     """When a measurement becomes a finding. Defaults follow vendor and SRE practice (docs/)."""
 
-    oversubscription_tolerance: float = Field(0.05, ge=0, le=10)
-    rail_capacity_asymmetry: float = Field(0.02, ge=0, le=1)
+    #: Live down:up above design by more than this fraction is drift. One of 64 uplinks lost is
+    #: +1.6 %, one dropped from 400G to 200G +0.8 %: both must show, so the default is small.
+    oversubscription_tolerance: float = Field(0.005, ge=0, le=10)
+    #: Drift at or above this ratio (live/design) is critical.
+    oversubscription_critical: float = Field(1.25, ge=1)
+    #: A rail's bottleneck-leaf uplink capacity below the best rail's by more than this fraction.
+    rail_capacity_asymmetry: float = Field(0.005, ge=0, le=1)
+    #: Rails are compared for load only while the fabric carries at least this much (Gbit/s per rail).
+    rail_load_min_gbps: float = Field(100.0, ge=0)
     rail_load_straggler: float = Field(0.25, ge=0, le=1)
     ecmp_imbalance_cv: float = Field(0.2, ge=0)
     flaps_per_window: int = Field(3, ge=1)

@@ -9,8 +9,9 @@ their blast radius (``analyzer.findings.blast_radius``). Checks never write.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from analyzer.config import ThresholdsConfig
 from analyzer.findings import Finding
@@ -29,6 +30,8 @@ class CheckContext:
     collect_interval_s: float
     #: How far back "the latest window" reaches for rates (a few sampling intervals).
     window_s: float
+    #: Results shared between checks of one evaluation (e.g. the port snapshot), keyed by name.
+    memo: dict[str, Any] = field(default_factory=dict)
 
     @property
     def since(self) -> datetime:

@@ -1,0 +1,91 @@
+"""Cabling against the design, from the LLDP neighbours the switches report.
+
+GPU *k* of every server must land on leaf *k* of its group (its rail); every leaf uplink on a
+spine of the leaf's own rail. Each wrong cable becomes one ``miswire`` finding that names the
+server, the GPU, the leaf it should be on and the leaf (and port) it is on: a miswired GPU sends
+its rail's traffic into another rail, and NCCL's rail-aligned rings quietly cross the spine
+layer instead of staying in the rail.
+"""
+
+from __future__ import annotations
+
+import re
+
+from analyzer.context import CheckContext
+from analyzer.findings import Finding, blast_radius
+from fabric.model import NIC_PORT_PREFIX, Endpoint, Role
+from store.db import Connection
+
+_NIC = re.compile(rf"^{NIC_PORT_PREFIX}(\d+)$")
+
+_SQL = "SELECT switch, port, system_name, port_id, seen_at FROM lldp_neighbors ORDER BY switch, port"
+
+
+async def check_cabling(conn: Connection, ctx: CheckContext) -> list[Finding]:
+    """One ``miswire`` per server NIC on the wrong leaf (or port), and per leaf uplink on another rail."""
+    rows = await conn.fetch(_SQL)
+    fabric = ctx.fabric
+    findings: list[Finding] = []
+    for r in rows:
+        switch, port, remote, remote_port = r["switch"], r["port"], r["system_name"], r["port_id"]
+        local = fabric.switches.get(switch)
+        if local is None or local.role is not Role.LEAF:
+            continue
+        nic = _NIC.match(remote_port or "")
+        if remote in fabric.servers and nic is not None:
+            gpu = int(nic.group(1))
+            designed = fabric.peer(Endpoint(remote, remote_port))
+            if designed is None:
+                continue
+            expected, designed_port = designed.node, designed.port
+            if expected == switch and designed_port == port:
+                continue
+            wrong_leaf = expected != switch
+            findings.append(
+                Finding(
+                    rule="miswire",
+                    key=f"{remote}:gpu{gpu}",
+                    severity="critical" if wrong_leaf else "warning",
+                    summary=(
+                        f"{remote} GPU {gpu} is cabled to {switch}:{port}, expected {expected}:{designed_port}"
+                        + (
+                            f" (rail {local.rail} instead of rail {fabric.switches[expected].rail})"
+                            if wrong_leaf
+                            else ""
+                        )
+                    ),
+                    scope=blast_radius(fabric, ports=[(switch, port)], gpus=[(remote, gpu)]),
+                    details={
+                        "server": remote,
+                        "gpu": gpu,
+                        "expected_leaf": expected,
+                        "expected_port": designed_port,
+                        "actual_leaf": switch,
+                        "actual_port": port,
+                        "seen_at": r["seen_at"].isoformat(),
+                    },
+                    observed_at=ctx.now,
+                )
+            )
+        elif remote in fabric.switches and fabric.switches[remote].role is Role.SPINE:
+            spine = fabric.switches[remote]
+            if spine.rail != local.rail:
+                findings.append(
+                    Finding(
+                        rule="miswire",
+                        key=f"{switch}:{port}",
+                        severity="critical",
+                        summary=f"{switch}:{port} (rail {local.rail}) is cabled to {remote} of rail {spine.rail}",
+                        scope=blast_radius(fabric, ports=[(switch, port)]),
+                        details={
+                            "leaf": switch,
+                            "port": port,
+                            "spine": remote,
+                            "spine_port": remote_port,
+                            "leaf_rail": local.rail,
+                            "spine_rail": spine.rail,
+                        },
+                        observed_at=ctx.now,
+                    )
+                )
+    return findings

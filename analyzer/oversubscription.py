@@ -1,0 +1,128 @@
+"""Oversubscription drift: every leaf and spine's live down:up capacity against its 1:1 design.
+
+Live capacity counts cabled ports that are up, at their live speed. A downed uplink or one that
+fell back to a lower speed raises the ratio; the fabric no longer keeps its non-blocking
+promise, silently, for the servers under that switch. Per switch, then rolled up per rail,
+per group and fabric-wide (sum of down over sum of up). Ratios are kept as a series
+(``oversubscription`` hypertable, written by the service) so one can see when drift began.
+
+A switch with a cabled port missing from the window is skipped: we never guess capacity, and
+the freshness check reports the silence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from analyzer.context import CheckContext
+from analyzer.findings import Finding, Severity, blast_radius
+from analyzer.slo import efficiency_loss
+from analyzer.snapshot import Snapshot, live_gbps, port_snapshot
+from fabric.model import Fabric, Role
+from store.db import Connection
+
+
+@dataclass(frozen=True, slots=True)
+class Ratio:
+    """Live down:up capacity of one switch, or of a roll-up (``scope``: switch|rail|group|fabric)."""
+
+    scope: str
+    name: str
+    down_gbps: float
+    up_gbps: float
+    design_ratio: float
+    uplinks_lost: tuple[str, ...] = ()
+
+    @property
+    def ratio(self) -> float:
+        return self.down_gbps / self.up_gbps if self.up_gbps > 0 else float("inf")
+
+    @property
+    def drift(self) -> float:
+        """How far above design, as a fraction (0.016: 1.6 % more down than up)."""
+        return self.ratio / self.design_ratio - 1 if self.design_ratio > 0 else 0.0
+
+
+def switch_ratios(fabric: Fabric, snap: Snapshot) -> list[Ratio]:
+    """Live ratios of every leaf and spine whose cabled ports all reported in the window."""
+    out: list[Ratio] = []
+    for name, sw in sorted(fabric.switches.items()):
+        if sw.role is Role.SUPERSPINE:
+            continue  # the top tier has no uplinks
+        down = up = 0.0
+        lost: list[str] = []
+        complete = True
+        for p in fabric.ports(name):
+            if p.peer is None:
+                continue
+            live = live_gbps(snap.get((name, p.name)))
+            if live is None:
+                complete = False
+                break
+            if p.direction == "down":
+                down += live
+            else:
+                up += live
+                if live < p.speed_gbps:
+                    lost.append(p.name)
+        if complete and (down or up):
+            out.append(Ratio("switch", name, down, up, fabric.design_ratio(name), tuple(lost)))
+    return out
+
+
+def rollups(fabric: Fabric, ratios: Iterable[Ratio]) -> list[Ratio]:
+    """Per rail, per group and fabric-wide sums of the switch ratios."""
+    acc: dict[tuple[str, str], list[float]] = {}
+    for r in ratios:
+        sw = fabric.switches[r.name]
+        keys = [("fabric", "fabric")]
+        if sw.rail is not None:
+            keys.append(("rail", f"rail-{sw.rail}"))
+        if sw.group is not None:
+            keys.append(("group", f"group-{sw.group}"))
+        for key in keys:
+            a = acc.setdefault(key, [0.0, 0.0])
+            a[0] += r.down_gbps
+            a[1] += r.up_gbps
+    return [Ratio(scope, name, d, u, 1.0) for (scope, name), (d, u) in sorted(acc.items())]
+
+
+async def check_oversubscription(conn: Connection, ctx: CheckContext) -> list[Finding]:
+    """One finding per switch whose live ratio exceeds design by more than the tolerance."""
+    snap = await port_snapshot(conn, ctx)
+    ratios = switch_ratios(ctx.fabric, snap)
+    ctx.memo["oversubscription"] = [*ratios, *rollups(ctx.fabric, ratios)]
+    t = ctx.thresholds
+    per_gpu_gbyte_s = ctx.fabric.params.speed_gbps / 8
+    findings: list[Finding] = []
+    for r in ratios:
+        if r.drift <= t.oversubscription_tolerance:
+            continue
+        ports = [(r.name, p) for p in r.uplinks_lost]
+        live_share = 1 / r.ratio if r.ratio != float("inf") else 0.0
+        loss = efficiency_loss(per_gpu_gbyte_s, per_gpu_gbyte_s * min(1.0, live_share))
+        severity: Severity = "critical" if r.ratio / r.design_ratio >= t.oversubscription_critical else "warning"
+        findings.append(
+            Finding(
+                rule="oversubscription_drift",
+                key=r.name,
+                severity=severity,
+                summary=(
+                    f"{r.name} runs {r.ratio:.3f}:1 against its {r.design_ratio:g}:1 design "
+                    f"({r.down_gbps:g}G down, {r.up_gbps:g}G up; {len(r.uplinks_lost)} uplink(s) lost or slowed)"
+                ),
+                scope=blast_radius(ctx.fabric, switches=[r.name], ports=ports),
+                details={
+                    "ratio": round(r.ratio, 4),
+                    "design_ratio": r.design_ratio,
+                    "drift": round(r.drift, 4),
+                    "down_gbps": r.down_gbps,
+                    "up_gbps": r.up_gbps,
+                    "uplinks_lost": list(r.uplinks_lost),
+                    "efficiency_loss": round(loss, 4),
+                },
+                observed_at=ctx.now,
+            )
+        )
+    return findings
