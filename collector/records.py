@@ -75,6 +75,9 @@ class PortReading:
     last_clear_ns: int | None = None
     #: The switch's boot instant (Unix ns) when known (SNMP: now - sysUpTime): a change is a reboot.
     boot_ns: int | None = None
+    #: The port's last oper-status change (Unix ns) when known (SNMP ifLastChange): a change with
+    #: the same ``oper_up`` means the link flapped between two readings.
+    last_change_ns: int | None = None
     #: Counter fields that are 32-bit at the source (they wrap mod 2^32), e.g. IF-MIB's ifInErrors;
     #: share one frozenset per source rather than building one per reading.
     wrap32: frozenset[str] = frozenset()

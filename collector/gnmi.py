@@ -1,0 +1,294 @@
+"""The gNMI collector: every gNMI switch's Subscribe streams, into a :class:`Sink`.
+
+Per switch, the profile (:mod:`collector.profiles`) gives the subscriptions; they are grouped
+by gNMI prefix target, one Subscribe stream per group (one for OpenConfig switches; SONiC
+needs two, COUNTERS_DB and APPL_DB). Streams share one ``grpc.aio`` channel per distinct
+(address, TLS, credentials): the simulator serves every switch on one address, a real switch
+has an address of its own. Each stream (:mod:`collector.gnmi_stream`) decodes on the hot path
+(:mod:`collector.gnmi_decode`), reconnects with gRPC's backoff schedule and reports its state;
+a switch's state is its worst stream's, sent to ``sink.set_state`` on every change.
+
+The collector owns every task it starts: :meth:`GnmiCollector.run` returns (or raises
+CancelledError) only after all of them have ended and the channels are closed.
+
+Channel settings, and why:
+
+* keepalive pings every 30 s (``keepalive_permit_without_calls`` off, unlimited pings while a
+  stream is open). Servers refuse clients that ping too often: gRPC-Go's default enforcement
+  allows a ping per 5 min *without data* and strikes the client out with GOAWAY
+  ``too_many_pings``; SAMPLE data every interval resets its strike count, so 30 s is safe
+  with sampling at or below 30 s and finds a dead TCP connection within ~40 s;
+* the channel's own reconnect backoff follows the same tuning as the streams, so a switch that
+  is back is seen at the next attempt, not after a longer channel-level wait;
+* the channel accepts messages up to ``channel_max_message_bytes``; the decoder skips (and
+  counts) responses above ``max_message_bytes``, so one huge message costs one message, not
+  the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import grpc
+
+from collector.config import CollectorConfig, TlsConfig
+from collector.gnmi_decode import StreamDecoder
+from collector.gnmi_stream import ChannelError, GnmiStream, subscribe_request
+from collector.gnmi_values import PortState, Resolver
+from collector.profiles import Subscription, load_profile
+from collector.records import Sink, TargetState
+from collector.targets import SwitchTarget
+
+_SEVERITY = {
+    TargetState.CONNECTED: 0,
+    TargetState.STALE: 1,
+    TargetState.CONNECTING: 2,
+    TargetState.UNREACHABLE: 3,
+    TargetState.ERROR: 4,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GnmiTuning:
+    """Knobs with sensible defaults; tests shorten the backoff."""
+
+    backoff_initial_s: float = 1.0
+    backoff_multiplier: float = 1.6
+    backoff_jitter: float = 0.2
+    backoff_max_s: float = 120.0
+    #: A SAMPLE stream silent this many intervals is STALE ...
+    stale_intervals: float = 3.0
+    #: ... and this many, resubscribed (0: never).
+    idle_resubscribe_intervals: float = 10.0
+    #: The first response must come within this (None: the target's ``timeout_s``, at least 10 s).
+    first_response_timeout_s: float | None = None
+    #: Quiet time after which completed readings are handed over (a full batch goes at once).
+    flush_idle_s: float = 0.02
+    batch_readings: int = 512
+    #: On cancellation, how long a stream may spend handing over its last readings.
+    drain_timeout_s: float = 2.0
+    max_message_bytes: int = 64 << 20
+    channel_max_message_bytes: int = 256 << 20
+    keepalive_time_s: float = 30.0
+    keepalive_timeout_s: float = 10.0
+
+
+@dataclass(slots=True)
+class SwitchStats:
+    """One switch, as the collector sees it."""
+
+    state: TargetState = TargetState.CONNECTING
+    detail: str | None = None
+    last_seen_ns: int | None = None  # wall clock of the last data handed over
+    values: int = 0
+
+
+@dataclass(slots=True)
+class GnmiStats:
+    """Monotonic counters (rates are their differences over time) and per-switch state."""
+
+    values: int = 0  # leaf values decoded into readings
+    notifications: int = 0
+    responses: int = 0
+    readings: int = 0  # PortReadings handed to the sink
+    ignored: int = 0  # values of leaves the profile does not want
+    reconnects: int = 0
+    invalid: dict[str, int] = field(default_factory=dict)  # skipped values by kind (gnmi_decode)
+    switches: dict[str, SwitchStats] = field(default_factory=dict)
+
+
+_ChannelKey = tuple[str, bool, str, str, str, str, str, str]
+
+
+class _Channels:
+    """One channel per distinct (address, TLS, credentials), built on first use."""
+
+    def __init__(self, tuning: GnmiTuning) -> None:
+        self._tuning = tuning
+        self._open: dict[_ChannelKey, grpc.aio.Channel] = {}
+
+    @staticmethod
+    def key(t: SwitchTarget) -> _ChannelKey:
+        tls = t.tls
+        secret = t.password.get_secret_value() if t.password is not None else ""
+        ca, cert, key = (str(p or "") for p in (tls.ca_file, tls.cert_file, tls.key_file))
+        return (t.address, tls.enabled, ca, cert, key, tls.server_name or "", t.username or "", secret)
+
+    def get(self, t: SwitchTarget) -> grpc.aio.Channel:
+        key = self.key(t)
+        channel = self._open.get(key)
+        if channel is None:
+            channel = self._open[key] = self._build(t.address, t.tls)
+        return channel
+
+    def _build(self, address: str, tls: TlsConfig) -> grpc.aio.Channel:
+        tune = self._tuning
+        options: list[tuple[str, int | str]] = [
+            ("grpc.keepalive_time_ms", int(tune.keepalive_time_s * 1000)),
+            ("grpc.keepalive_timeout_ms", int(tune.keepalive_timeout_s * 1000)),
+            ("grpc.keepalive_permit_without_calls", 0),
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.max_receive_message_length", tune.channel_max_message_bytes),
+            ("grpc.initial_reconnect_backoff_ms", max(int(tune.backoff_initial_s * 1000), 100)),
+            ("grpc.max_reconnect_backoff_ms", max(int(tune.backoff_max_s * 1000), 100)),
+            ("grpc.enable_retries", 0),
+        ]
+        if not tls.enabled:
+            return grpc.aio.insecure_channel(address, options=options)
+        if tls.server_name:
+            options.append(("grpc.ssl_target_name_override", tls.server_name))
+        return grpc.aio.secure_channel(address, _credentials(tls), options=options)
+
+    async def close(self) -> None:
+        channels, self._open = list(self._open.values()), {}
+        for channel in channels:
+            await channel.close(grace=None)
+
+
+def _credentials(tls: TlsConfig) -> grpc.ChannelCredentials:
+    def read(path: object) -> bytes | None:
+        if path is None:
+            return None
+        try:
+            with open(str(path), "rb") as f:
+                return f.read()
+        except OSError as exc:
+            raise ChannelError(f"TLS file {path} unreadable: {exc.strerror or exc}") from exc
+
+    return grpc.ssl_channel_credentials(
+        root_certificates=read(tls.ca_file), private_key=read(tls.key_file), certificate_chain=read(tls.cert_file)
+    )
+
+
+class _Switch:
+    """A switch's streams; its state is the worst of theirs."""
+
+    def __init__(self, name: str, sink: Sink, stats: SwitchStats) -> None:
+        self.name = name
+        self.streams: list[GnmiStream] = []
+        self._sink = sink
+        self._stats = stats
+        self._reported: tuple[TargetState, str | None] | None = None
+
+    def update(self) -> None:
+        worst = max(self.streams, key=lambda s: _SEVERITY[s.state])
+        now = (worst.state, worst.detail)
+        if now != self._reported:
+            self._reported = now
+            self._stats.state, self._stats.detail = now
+            self._sink.set_state(self.name, *now)
+
+
+class GnmiCollector:
+    """Streams every gNMI target into ``sink`` until cancelled (see the module docstring)."""
+
+    def __init__(
+        self,
+        targets: Sequence[SwitchTarget],
+        sink: Sink,
+        config: CollectorConfig,
+        *,
+        tuning: GnmiTuning | None = None,
+    ) -> None:
+        self.stats = GnmiStats()
+        self._sink = sink
+        self._config = config
+        self._tuning = tuning = tuning or GnmiTuning()
+        self._channels = _Channels(tuning)
+        self._limit = asyncio.Semaphore(config.gnmi_concurrency)
+        self._switches: list[_Switch] = []
+        resolvers: dict[str, Resolver] = {}
+        for t in targets:
+            if t.protocol != "gnmi":
+                continue
+            profile = load_profile(t.profile)  # a bad profile is a config error: raise now
+            resolver = resolvers.get(t.profile) or resolvers.setdefault(t.profile, Resolver(profile))
+            stats = self.stats.switches[t.switch] = SwitchStats()
+            sw = _Switch(t.switch, sink, stats)
+            ports: dict[str, PortState] = {}
+            for target, subs in profile.streams(t.gnmi_target, t.switch).items():
+                sw.streams.append(self._stream(t, sw, resolver, ports, target, subs))
+            self._switches.append(sw)
+
+    def _stream(
+        self,
+        t: SwitchTarget,
+        sw: _Switch,
+        resolver: Resolver,
+        ports: dict[str, PortState],
+        target: str,
+        subs: tuple[Subscription, ...],
+    ) -> GnmiStream:
+        profile, tune, interval = resolver.profile, self._tuning, self._config.gnmi_interval_s
+        poll = self._config.gnmi_mode == "poll"
+        stream: GnmiStream
+
+        def invalid(what: str, n: int) -> None:
+            stream.count_invalid(what, n)
+
+        decoder = StreamDecoder(
+            t.switch,
+            resolver,
+            ports,
+            invalid,
+            max_message_bytes=tune.max_message_bytes,
+            owns_lldp=profile.covers_lldp(subs),
+        )
+        metadata: list[tuple[str, str]] = []
+        if t.username is not None:
+            metadata.append(("username", t.username))
+            metadata.append(("password", t.password.get_secret_value() if t.password is not None else ""))
+        first = tune.first_response_timeout_s or max(t.timeout_s, 10.0)
+        stream = GnmiStream(
+            switch=t.switch,
+            target=target,
+            request=subscribe_request(profile, target, subs, interval, poll),
+            decoder=decoder,
+            channel=lambda: self._channels.get(t),
+            metadata=metadata,
+            sink=self._sink,
+            stats=self.stats,
+            tuning=tune,
+            interval_s=interval,
+            sampled=poll or any(s.mode == "sample" for s in subs),
+            poll=poll,
+            first_timeout_s=first,
+            tls=t.tls.enabled,
+            limit=self._limit,
+            on_state=sw.update,
+        )
+        return stream
+
+    async def run(self) -> None:
+        """Collect until cancelled; every task started here has ended when this returns."""
+        for sw in self._switches:
+            sw.update()  # CONNECTING
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for sw in self._switches:
+                    for stream in sw.streams:
+                        tg.create_task(stream.run(), name=f"gnmi-{sw.name}-{stream.target}")
+                tg.create_task(self._watchdog(), name="gnmi-watchdog")
+        finally:
+            await self._channels.close()
+
+    async def _watchdog(self) -> None:
+        """Mark SAMPLE streams that went quiet as STALE (they never read as zero traffic)."""
+        interval = self._config.gnmi_interval_s
+        stale_after = self._tuning.stale_intervals * interval
+        streams = [s for sw in self._switches for s in sw.streams if s.sampled]
+        if not streams:  # nothing to watch (no gNMI targets): still run until cancelled
+            await asyncio.Event().wait()
+        while True:
+            await asyncio.sleep(min(interval / 4, 1.0))
+            now = time.monotonic()
+            for s in streams:
+                quiet = now - s.last_data
+                if s.state is TargetState.CONNECTED and quiet > stale_after:
+                    s.set_state(TargetState.STALE, f"no update for {quiet:.0f} s (expected every {interval:g} s)")
+
+
+__all__ = ["GnmiCollector", "GnmiStats", "GnmiTuning", "SwitchStats"]

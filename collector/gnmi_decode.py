@@ -1,0 +1,424 @@
+"""The gNMI hot path: SubscribeResponse bytes → :class:`PortReading` / :class:`LldpReading`.
+
+A :class:`StreamDecoder` belongs to one Subscribe stream. It receives the raw response bytes
+(the stream is registered without a deserializer, so size limits and parse errors are ours to
+handle, not the channel's) and assembles one reading per (interface, notification timestamp):
+counters not in the notification stay None, ``oper_up``/``speed_bps`` carry the port's last
+known value (they are ON_CHANGE), PFC per priority fills ``pfc_rx``/``pfc_tx``. LLDP updates
+and deletes edit a per-port neighbour table, reported whole after each change.
+
+Speed comes from not building a Python object per value:
+
+* responses are parsed with private messages (same field numbers as gnmi.proto, in a private
+  descriptor pool so nothing collides with pygnmi's ``gnmi_pb2``) whose ``prefix`` and
+  ``update`` fields are ``bytes``: the C parser hands over each Update's serialized bytes;
+* an Update laid out as ``{path, val{uint_val}}`` (what every protobuf encoder writes for a
+  PROTO counter) is split by two length checks; its path bytes are the cache key of the leaf,
+  and the uint64 varints of one notification are decoded in one C call (a packed ``repeated
+  uint64`` message); every other layout and type goes through ``gnmi_pb2`` (the slow path);
+* a prefix's port and a path's leaf are resolved once (:mod:`collector.profiles`) and cached:
+  per prefix bytes, and per (family, prefix shape) for the leaves, shared by all streams of a
+  profile through a :class:`Resolver`.
+
+Malformed values are skipped and counted through the ``invalid(kind, n)`` callback, with the
+kinds of :mod:`collector.gnmi_values`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from typing import Any, cast
+
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped, unused-ignore]
+from pygnmi.spec.v080 import gnmi_pb2
+
+from collector.gnmi_values import (
+    BAD_JSON,
+    MALFORMED,
+    OUT_OF_RANGE,
+    OVERSIZE,
+    U64,
+    UNKNOWN,
+    UNKNOWN_PATH,
+    WRONG_TYPE,
+    Bad,
+    PortState,
+    Resolver,
+    Response,
+    Varints,
+    flatten,
+    lldp_neighbor,
+    neighbor_order,
+    path_elems,
+    pfc_row,
+    scalar,
+    to_speed,
+    to_status,
+    to_text,
+    to_uint,
+    varint,
+)
+from collector.profiles import (
+    LAST_CHANGE,
+    LAST_CLEAR,
+    PFC_RX,
+    PFC_RX_TOTAL,
+    PFC_TX,
+    PFC_TX_TOTAL,
+    ROW_LEN,
+    Elem,
+    Kind,
+    Leaf,
+)
+from collector.records import COUNTER_FIELDS, LldpReading, PortReading
+
+_MAX_CACHE = 500_000
+_N = len(COUNTER_FIELDS)
+
+# PortReading(switch, port, time_ns, oper_up, speed_bps, *counters, pfc_rx, pfc_tx, pfc_rx_total,
+# pfc_tx_total, last_clear_ns, boot_ns, last_change_ns) is built positionally: check its shape.
+_ORDER = ("switch", "port", "time_ns", "oper_up", "speed_bps", *COUNTER_FIELDS)
+_ORDER += ("pfc_rx", "pfc_tx", "pfc_rx_total", "pfc_tx_total", "last_clear_ns", "boot_ns", "last_change_ns")
+if tuple(f.name for f in fields(PortReading))[: len(_ORDER)] != _ORDER:  # pragma: no cover
+    raise ImportError("collector.records.PortReading changed its field order; update gnmi_decode")
+_reading = cast(Callable[..., PortReading], PortReading)
+
+
+class _Prefix:
+    """A Notification prefix, resolved: its port (None: the port is in the update paths)."""
+
+    __slots__ = ("elems", "port", "slots")
+
+    def __init__(self, elems: tuple[Elem, ...], port: str | None, slots: dict[bytes, int | Leaf]) -> None:
+        self.elems, self.port, self.slots = elems, port, slots
+
+
+class StreamDecoder:
+    """Decodes one Subscribe stream's responses into readings (see the module docstring).
+
+    Readings gather in ``ready_ports``/``ready_lldp`` as each timestamp's group completes
+    (:meth:`close_group`, or a notification with another timestamp); the caller takes them
+    with :meth:`take` and hands them to the sink.
+    """
+
+    def __init__(
+        self,
+        switch: str,
+        resolver: Resolver,
+        ports: dict[str, PortState],
+        invalid: Callable[[str, int], None],
+        *,
+        max_message_bytes: int = 64 << 20,
+        owns_lldp: bool = True,
+    ) -> None:
+        self.switch = switch
+        self.values = 0
+        self.notifications = 0
+        self.ignored = 0
+        self.ready_ports: list[PortReading] = []
+        self.ready_lldp: list[LldpReading] = []
+        self._r = resolver
+        self._profile = resolver.profile
+        self._ports = ports
+        self._invalid = invalid
+        self._max = max_message_bytes
+        self._owns_lldp = owns_lldp
+        self._prefixes: dict[bytes, _Prefix] = {}
+        self._pending: dict[str, list[int | None]] = {}
+        self._ts = -1
+        self._lldp_dirty: set[str] = set()
+        self._lldp_before: set[str] | None = None
+        self._lldp_seen: set[str] = set()
+
+    # -- stream events ----------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """A new subscription starts: its dump will restate every LLDP table (see :meth:`sync`)."""
+        self.close_group()
+        if self._owns_lldp:
+            self._lldp_before = {p for p, st in self._ports.items() if st.lldp}
+            self._lldp_seen = set()
+
+    def feed(self, raw: bytes) -> bool:
+        """Decode one SubscribeResponse; True when it was a ``sync_response``."""
+        if len(raw) > self._max:
+            self._invalid(OVERSIZE, 1)
+            return False
+        try:
+            resp = Response.FromString(raw)
+        except DecodeError:
+            self._invalid(MALFORMED, 1)
+            return False
+        if resp.HasField("update"):
+            self._notification(resp.update)
+            return False
+        if resp.sync_response:
+            self.sync()
+            return True
+        return False
+
+    def sync(self) -> None:
+        """End of the initial dump: close the group; ports the dump did not restate lost their LLDP."""
+        if self._lldp_before is not None:
+            for port in self._lldp_before - self._lldp_seen:
+                self._ports[port].lldp.clear()
+                self._lldp_dirty.add(port)
+            self._lldp_before = None
+        self.close_group()
+
+    @property
+    def pending(self) -> bool:
+        """Whether a group is open (readings that wait for their timestamp to complete)."""
+        return bool(self._pending or self._lldp_dirty)
+
+    def take(self) -> tuple[list[PortReading], list[LldpReading]]:
+        """The completed readings, handed over (the lists are replaced)."""
+        ports, lldp = self.ready_ports, self.ready_lldp
+        self.ready_ports, self.ready_lldp = [], []
+        return ports, lldp
+
+    def close_group(self) -> None:
+        """Turn the open timestamp's rows into readings."""
+        ts, sw, states = self._ts, self.switch, self._ports
+        if self._pending:
+            out = self.ready_ports
+            for port, row in self._pending.items():
+                st = states.get(port) or self._state(port)
+                change = row[LAST_CHANGE]
+                if change is None:
+                    change = st.last_change
+                else:
+                    st.last_change = change
+                out.append(
+                    _reading(
+                        sw,
+                        port,
+                        ts,
+                        st.oper,
+                        st.speed,
+                        *row[:_N],
+                        pfc_row(row[PFC_RX:PFC_TX], st.pfc_rx),
+                        pfc_row(row[PFC_TX:], st.pfc_tx),
+                        row[PFC_RX_TOTAL],
+                        row[PFC_TX_TOTAL],
+                        row[LAST_CLEAR],
+                        None,
+                        change,
+                    )
+                )
+            self._pending = {}
+        if self._lldp_dirty:
+            for port in sorted(self._lldp_dirty):
+                table = states[port].lldp
+                neighbors = tuple(lldp_neighbor(table[nid]) for nid in sorted(table, key=neighbor_order))
+                self.ready_lldp.append(LldpReading(sw, port, ts, neighbors))
+            self._lldp_dirty = set()
+
+    # -- notifications ----------------------------------------------------------------------
+
+    def _notification(self, note: Any) -> None:
+        ts = note.timestamp
+        if ts <= 0:
+            ts = time.time_ns()
+        if ts != self._ts:
+            if self._pending or self._lldp_dirty:
+                self.close_group()
+            self._ts = ts
+        self.notifications += 1
+        raw_prefix = note.prefix
+        ctx = self._prefixes.get(raw_prefix) or self._prefix(raw_prefix)
+        if ctx.port is not None:
+            self._fast(ctx, ctx.port, note.update)
+        else:
+            for u in note.update:
+                self._slow(ctx, u)
+        if note.delete:
+            self._deletes(ctx, note.delete)
+
+    def _fast(self, ctx: _Prefix, port: str, updates: Sequence[bytes]) -> None:
+        keys: list[bytes] = []
+        parts: list[bytes] = []
+        slow: list[bytes] = []
+        try:
+            for u in updates:
+                # Update{path (short), val{uint_val}} and nothing else: split it here.
+                j = u[1] + 2
+                if u[0] == 0x0A and j < 0x82 and u[j] == 0x1A and u[j + 1] == len(u) - j - 2 and u[j + 2] == 0x18:
+                    keys.append(u[2:j])
+                    parts.append(u[j + 3 :])
+                else:
+                    slow.append(u)
+        except IndexError:  # an update too short for that layout: decode them all the careful way
+            keys, slow = [], list(updates)
+        if keys:
+            raw = b"".join(parts)
+            values = Varints.FromString(b"\x0a" + varint(len(raw)) + raw).v
+            if len(values) != len(keys):  # a value had fields after its varint: decode them properly
+                keys, slow = [], list(updates)
+            else:
+                self._fast_values(ctx, port, keys, values)
+        for u in slow:
+            self._slow(ctx, u)
+
+    def _fast_values(self, ctx: _Prefix, port: str, keys: list[bytes], values: Sequence[int]) -> None:
+        row = self._pending.get(port)
+        fresh = row is None
+        if row is None:
+            row = [None] * ROW_LEN
+        slots = ctx.slots
+        try:
+            for key, value in zip(keys, values, strict=True):
+                row[slots[key]] = value  # type: ignore[index]
+        except (KeyError, TypeError):  # a path not cached yet, or a leaf that is not a plain counter
+            for key, value in zip(keys, values, strict=True):
+                s = slots.get(key)
+                self._store(port, self._fast_slot(ctx, key) if s is None else s, value)
+            return
+        if fresh:
+            self._pending[port] = row
+        self.values += len(keys)
+
+    def _fast_slot(self, ctx: _Prefix, key: bytes) -> int | Leaf:
+        try:
+            elems = path_elems(gnmi_pb2.Path.FromString(key))
+        except DecodeError:
+            return UNKNOWN
+        _, slot = self._r.leaf(ctx.elems + elems)
+        if len(ctx.slots) < _MAX_CACHE:
+            ctx.slots[key] = slot
+        return slot
+
+    def _slow(self, ctx: _Prefix, raw: bytes) -> None:
+        try:
+            upd = gnmi_pb2.Update.FromString(raw)
+        except DecodeError:
+            self._invalid(MALFORMED, 1)
+            return
+        if len(upd.path.element) or not upd.HasField("val"):  # deprecated string paths / Value
+            self._invalid(UNKNOWN_PATH if len(upd.path.element) else WRONG_TYPE, 1)
+            return
+        val = upd.val
+        which = val.WhichOneof("value")
+        elems = ctx.elems + path_elems(upd.path)
+        if which in ("json_ietf_val", "json_val"):
+            try:
+                doc = json.loads(getattr(val, which))
+            except ValueError:
+                self._invalid(BAD_JSON, 1)
+                return
+            if isinstance(doc, dict | list):
+                out: list[tuple[tuple[Elem, ...], Any]] = []
+                flatten(elems, doc, self._profile.list_keys, out)
+                for sub, leaf_value in out:
+                    self._resolve_store(sub, leaf_value)
+                return
+            self._resolve_store(elems, doc)
+            return
+        self._resolve_store(elems, scalar(val, which))
+
+    def _resolve_store(self, elems: tuple[Elem, ...], value: Any) -> None:
+        port, slot = self._r.leaf(elems)
+        if slot is UNKNOWN or port is None:
+            self._invalid(UNKNOWN_PATH, 1)
+            return
+        self._store(port, slot, value)
+
+    def _store(self, port: str, slot: int | Leaf, value: Any) -> None:
+        """One value into the port's row or state, converted as its leaf says; bad ones counted."""
+        try:
+            if slot.__class__ is int:
+                self._row(port)[slot] = to_uint(value)
+            else:
+                leaf: Leaf = slot  # type: ignore[assignment]
+                kind = leaf.kind
+                if kind is Kind.IGNORE:
+                    if leaf is UNKNOWN:
+                        raise Bad(UNKNOWN_PATH)
+                    self.ignored += 1
+                    return
+                if kind is Kind.COUNTER or kind is Kind.TIMETICKS:
+                    number = to_uint(value) * leaf.scale
+                    if number > U64:
+                        raise Bad(OUT_OF_RANGE)
+                    self._row(port)[leaf.index] = number
+                elif kind is Kind.STATUS:
+                    (self._ports.get(port) or self._state(port)).oper = to_status(value)
+                    self._row(port)
+                elif kind is Kind.SPEED:
+                    (self._ports.get(port) or self._state(port)).speed = to_speed(value, leaf.scale)
+                    self._row(port)
+                else:
+                    self._lldp_set(port, leaf, to_text(value))
+        except Bad as bad:
+            self._invalid(bad.args[0], 1)
+            return
+        self.values += 1
+
+    def _row(self, port: str) -> list[int | None]:
+        row = self._pending.get(port)
+        if row is None:
+            row = self._pending[port] = [None] * ROW_LEN
+        return row
+
+    def _state(self, port: str) -> PortState:
+        st = self._ports.get(port)
+        if st is None:
+            st = self._ports[port] = PortState()
+        return st
+
+    def _prefix(self, raw: bytes) -> _Prefix:
+        try:
+            elems = path_elems(gnmi_pb2.Path.FromString(raw))
+        except DecodeError:
+            elems = ()
+        found = self._profile.match(elems)
+        if found is None:
+            ctx = _Prefix(elems, None, {})
+        else:
+            fam, port, rest = found
+            slots = self._r.shapes.setdefault((fam.name, tuple(rest)), {})
+            ctx = _Prefix(elems, port, slots)
+        if len(self._prefixes) >= _MAX_CACHE:
+            self._prefixes.clear()
+        self._prefixes[raw] = ctx
+        return ctx
+
+    # -- LLDP -------------------------------------------------------------------------------
+
+    def _lldp_set(self, port: str, leaf: Leaf, text: str) -> None:
+        self._state(port).lldp.setdefault(leaf.neighbor, {})[leaf.field] = text
+        self._lldp_dirty.add(port)
+        self._lldp_seen.add(port)
+
+    def _deletes(self, ctx: _Prefix, deletes: Sequence[bytes]) -> None:
+        for raw in deletes:
+            try:
+                elems = ctx.elems + path_elems(gnmi_pb2.Path.FromString(raw))
+            except DecodeError:
+                self._invalid(MALFORMED, 1)
+                continue
+            found = self._profile.match(elems)
+            if found is None or not found[0].lldp:
+                continue  # a vanished counter or interface: nothing to report
+            fam, port, rest = found
+            table = self._state(port).lldp
+            key, caps = fam.normalize(rest)
+            spec = fam.leaves.get(key)
+            if spec is not None:
+                leaf = spec.bind(caps)
+                entry = table.get(leaf.neighbor) if leaf is not None else None
+                if leaf is None or entry is None:
+                    continue
+                entry.pop(leaf.field, None)
+                if not entry:
+                    del table[leaf.neighbor]
+            elif key in fam.ignore:
+                continue
+            elif "neighbor" in caps:
+                table.pop(caps["neighbor"], None)  # the neighbour entry, or a container below it
+            else:
+                table.clear()  # the port's whole table (or the neighbours container)
+            self._lldp_dirty.add(port)

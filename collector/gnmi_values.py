@@ -1,0 +1,283 @@
+"""The gNMI wire and value layer under :mod:`collector.gnmi_decode`.
+
+* :data:`Response` / :data:`Varints`: private messages with gnmi.proto's field numbers whose
+  ``prefix``/``update``/``delete`` fields are ``bytes``, so the C parser hands over each Update
+  serialized; and a packed ``repeated uint64`` that decodes many varints in one call. They
+  live in a private descriptor pool: nothing collides with pygnmi's ``gnmi_pb2``.
+* TypedValue → Python (:func:`scalar`), then the checks of each leaf kind (:func:`to_uint`,
+  :func:`to_status`, :func:`to_speed`, :func:`to_text`), which raise :class:`Bad` with one of
+  the invalid kinds below.
+* :func:`flatten`: a JSON value (RFC 7951 containers and lists, SONiC's wildcard tables) as
+  (leaf path, scalar) pairs.
+* The decoder's state: :class:`PortState` (what a port's readings carry) and :class:`Resolver`
+  (per-profile path → leaf caches).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # type: ignore[import-untyped, unused-ignore]
+
+from collector.profiles import Elem, Kind, Leaf, Profile, strip_module
+from collector.records import LldpNeighborReading
+
+WRONG_TYPE = "wrong_type"  # a value of a type the leaf cannot take (bool for a counter, bytes, ...)
+UNKNOWN_PATH = "unknown_path"  # a path no profile family knows
+NOT_A_NUMBER = "not_a_number"  # a string or double that is not a whole number
+NEGATIVE = "negative"
+OUT_OF_RANGE = "out_of_range"  # above 2^64 - 1
+BAD_ENUM = "bad_enum"  # an oper-status or speed the profile cannot read
+BAD_JSON = "bad_json"
+MALFORMED = "malformed"  # bytes that do not parse as a gNMI message
+OVERSIZE = "oversize"  # a response above the configured maximum
+
+U64 = (1 << 64) - 1
+_DOWN = frozenset({"DOWN", "LOWER_LAYER_DOWN", "DORMANT", "NOT_PRESENT", "TESTING", "UNKNOWN"})
+_SPEED = re.compile(r"SPEED_(\d+)(MB|GB)")
+_UNIT = {"MB": 10**6, "GB": 10**9}
+
+
+def _wire_classes() -> tuple[Any, Any]:
+    """``SubscribeResponse`` with bytes-typed prefix/updates, and a packed uint64 list."""
+    t = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="fabricmon/gnmi_fast.proto", package="fabricmon.fast", syntax="proto3"
+    )
+
+    def message(name: str, *spec: tuple[str, int, int, bool, str]) -> None:
+        msg = fdp.message_type.add(name=name)
+        for fname, number, ftype, repeated, type_name in spec:
+            f = msg.field.add(name=fname, number=number, type=ftype)
+            f.label = t.LABEL_REPEATED if repeated else t.LABEL_OPTIONAL
+            if type_name:
+                f.type_name = type_name
+
+    # gnmi.proto: Notification{timestamp=1, prefix=2, update=4, delete=5}; SubscribeResponse{update=1,
+    # sync_response=3}. Other fields (alias, atomic, error, extension) are kept as unknown fields.
+    message(
+        "Notification",
+        ("timestamp", 1, t.TYPE_INT64, False, ""),
+        ("prefix", 2, t.TYPE_BYTES, False, ""),
+        ("update", 4, t.TYPE_BYTES, True, ""),
+        ("delete", 5, t.TYPE_BYTES, True, ""),
+    )
+    message(
+        "Response",
+        ("update", 1, t.TYPE_MESSAGE, False, ".fabricmon.fast.Notification"),
+        ("sync_response", 3, t.TYPE_BOOL, False, ""),
+    )
+    message("Varints", ("v", 1, t.TYPE_UINT64, True, ""))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    get = message_factory.GetMessageClass
+    return get(pool.FindMessageTypeByName("fabricmon.fast.Response")), get(
+        pool.FindMessageTypeByName("fabricmon.fast.Varints")
+    )
+
+
+Response, Varints = _wire_classes()
+_SHORT = [bytes((n,)) for n in range(128)]
+
+
+def varint(value: int) -> bytes:
+    if value < 0x80:
+        return _SHORT[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def path_elems(path: Any) -> tuple[Elem, ...]:
+    """A ``gnmi_pb2.Path`` as profile elements (module prefixes stripped, keys sorted)."""
+    return tuple((strip_module(e.name), tuple(sorted(e.key.items()))) for e in path.elem)
+
+
+class Bad(Exception):
+    """A value the leaf cannot take; ``args[0]`` is the invalid kind."""
+
+
+_WRONG = object()
+
+
+def scalar(val: Any, which: str | None) -> Any:
+    """A TypedValue's Python value (``_WRONG`` for kinds no leaf takes)."""
+    if which in ("string_val", "uint_val", "int_val", "bool_val", "double_val", "float_val", "ascii_val"):
+        return getattr(val, which)
+    if which == "decimal_val":
+        d = val.decimal_val
+        return d.digits if d.precision == 0 else d.digits / 10**d.precision
+    return _WRONG
+
+
+_DIGITS = re.compile(r"\+?[0-9]+")
+
+
+def to_uint(value: Any) -> int:
+    t = value.__class__
+    if t is int:
+        if value < 0:
+            raise Bad(NEGATIVE)
+        if value > U64:
+            raise Bad(OUT_OF_RANGE)
+        return int(value)
+    if t is str:
+        text = value.strip()
+        if _DIGITS.fullmatch(text):
+            return to_uint(int(text))
+        if text.startswith("-") and _DIGITS.fullmatch(text[1:]):
+            raise Bad(NEGATIVE)
+        raise Bad(NOT_A_NUMBER)
+    if t is float:
+        if not math.isfinite(value) or not value.is_integer():
+            raise Bad(NOT_A_NUMBER)
+        return to_uint(int(value))
+    raise Bad(WRONG_TYPE)  # bool, bytes, lists, ...
+
+
+def to_status(value: Any) -> bool:
+    if value.__class__ is bool:
+        return bool(value)
+    if value.__class__ is not str:
+        raise Bad(WRONG_TYPE)
+    word = strip_module(value).strip().upper()
+    if word == "UP":
+        return True
+    if word in _DOWN:
+        return False
+    raise Bad(BAD_ENUM)
+
+
+def to_speed(value: Any, scale: int) -> int | None:
+    if value.__class__ is str:
+        word = strip_module(value).strip().upper()
+        match = _SPEED.fullmatch(word)
+        if match:
+            return int(match.group(1)) * _UNIT[match.group(2)]
+        if word == "SPEED_UNKNOWN":
+            return None
+        if not _DIGITS.fullmatch(word):
+            raise Bad(BAD_ENUM)
+    return to_uint(value) * scale
+
+
+def to_text(value: Any) -> str:
+    if value.__class__ is str:
+        return str(value)
+    if value.__class__ in (int, float):
+        return str(value)
+    raise Bad(WRONG_TYPE)
+
+
+def flatten(elems: tuple[Elem, ...], doc: Any, list_keys: Any, out: list[tuple[tuple[Elem, ...], Any]]) -> None:
+    """A JSON value at ``elems`` as (leaf path, scalar) pairs.
+
+    Objects nest containers (RFC 7951; module prefixes stripped), arrays of objects are YANG
+    list entries keyed by ``list_keys``. A path with a wildcard element name carries its JSON
+    rooted at that element (SONiC's virtual paths: ``COUNTERS/Ethernet*`` answers
+    ``{"Ethernet0": {...}}``).
+    """
+    for i, (name, _) in enumerate(elems):
+        if "*" in name:
+            elems = elems[:i]
+            break
+    _walk(elems, doc, list_keys, out)
+
+
+def _walk(elems: tuple[Elem, ...], doc: Any, list_keys: Any, out: list[tuple[tuple[Elem, ...], Any]]) -> None:
+    if not isinstance(doc, dict):
+        out.append((elems, doc))
+        return
+    for key, value in doc.items():
+        name = strip_module(key)
+        keynames = list_keys.get(name)
+        if keynames and isinstance(value, list) and all(isinstance(e, dict) for e in value):
+            for entry in value:
+                plain = {strip_module(k): v for k, v in entry.items()}
+                keys = tuple(sorted((k, str(plain[k])) for k in keynames if k in plain))
+                rest = {k: v for k, v in entry.items() if strip_module(k) not in keynames}
+                _walk((*elems, (name, keys)), rest, list_keys, out)
+        else:
+            _walk((*elems, (name, ())), value, list_keys, out)
+
+
+# --- decoder building blocks -----------------------------------------------------------------
+
+MAX_CACHE = 500_000
+UNKNOWN = Leaf(Kind.IGNORE, field="<unknown>")  # the cached marker of an unknown path
+
+
+class PortState:
+    """What one switch port last reported that later readings carry (shared by its streams)."""
+
+    __slots__ = ("last_change", "lldp", "oper", "pfc_rx", "pfc_tx", "speed")
+
+    def __init__(self) -> None:
+        self.oper: bool | None = None
+        self.speed: int | None = None
+        self.last_change: int | None = None
+        self.pfc_rx: list[int | None] = [None] * 8
+        self.pfc_tx: list[int | None] = [None] * 8
+        self.lldp: dict[str, dict[str, str]] = {}
+
+
+class Resolver:
+    """Per-profile resolution caches, shared by every stream that uses the profile."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self.shapes: dict[tuple[str, tuple[Elem, ...]], dict[bytes, int | Leaf]] = {}
+        self.paths: dict[tuple[Elem, ...], tuple[str | None, int | Leaf]] = {}
+
+    def leaf(self, elems: tuple[Elem, ...]) -> tuple[str | None, int | Leaf]:
+        """(port, slot) of a full path: a row index for plain unsigned leaves, else the Leaf."""
+        found = self.paths.get(elems)
+        if found is None:
+            port, leaf = self.profile.resolve(elems)
+            found = (port, _slot(leaf))
+            if len(self.paths) >= MAX_CACHE:
+                self.paths.clear()
+            self.paths[elems] = found
+        return found
+
+
+def _slot(leaf: Leaf | None) -> int | Leaf:
+    if leaf is None:
+        return UNKNOWN
+    if leaf.kind in (Kind.COUNTER, Kind.TIMETICKS) and leaf.scale == 1 and leaf.index >= 0:
+        return leaf.index
+    return leaf
+
+
+def lldp_neighbor(entry: dict[str, str]) -> LldpNeighborReading:
+    """One remote-table entry's fields as a record ("" for what it did not report)."""
+    return LldpNeighborReading(
+        system_name=entry.get("system_name", ""),
+        port_id=entry.get("port_id", ""),
+        port_description=entry.get("port_description", ""),
+        chassis_id=entry.get("chassis_id", ""),
+    )
+
+
+def neighbor_order(nid: str) -> tuple[int, str]:
+    """Sort key of neighbour ids: numeric ids in numeric order first."""
+    return (int(nid), "") if nid.isdigit() else (1 << 62, nid)
+
+
+def pfc_row(values: list[int | None], last: list[int | None]) -> tuple[int, ...] | None:
+    """The 8 priorities of this reading; missing ones carried from the last (None until all known)."""
+    if values.count(None) == len(values):
+        return None
+    for i, v in enumerate(values):
+        if v is None:
+            values[i] = last[i]
+        else:
+            last[i] = v
+    if None in values:
+        return None
+    return tuple(values)  # type: ignore[arg-type]

@@ -1,0 +1,433 @@
+"""Vendor differences as data: what to subscribe to on a NOS and what each leaf means.
+
+A profile (``collector/profiles/<name>.yaml``, or a YAML file given by path) holds:
+
+* ``target``: the gNMI prefix target convention. ``{target}`` is the target configured for
+  the switch (default: the switch name, which is what the simulator expects); SONiC's
+  telemetry service instead names a Redis database (``COUNTERS_DB``).
+* ``encoding`` and ``subscriptions``: the request paths, each SAMPLE (counters, at
+  ``collector.gnmi_interval_s``) or ON_CHANGE (oper-status, speed, LLDP). A subscription may
+  name its own ``target``; the collector opens one Subscribe stream per distinct target.
+* ``families``: groups of leaves under one per-interface ``root``. The root template binds the
+  port name, as a key value (``/interfaces/interface[name={port}]``) or as an element name
+  (``COUNTERS/{port}``). ``leaves`` maps a path below the root to a :class:`PortReading` field
+  (or, in an ``lldp`` family, an LLDP neighbour field); ``{priority}`` (PFC, 0..7) and
+  ``{neighbor}`` (LLDP remote-table entry) may appear as key values, and ``{priority}`` also
+  inside an element name (``SAI_PORT_STAT_PFC_{priority}_RX_PKTS``, expanded to 8 leaves).
+  ``ignore`` lists leaves that are served but not wanted; ``unknown_leaves: ignore`` drops any
+  other leaf under the root silently (SONiC tables carry ~100 fields), while ``count`` (the
+  default) reports it as an invalid, unknown path.
+
+Errors::
+
+    FabricmonError
+    └── ConfigError (ValueError)
+        └── ProfileError          a profile that is missing, malformed or inconsistent
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from collector.records import COUNTER_FIELDS
+from config.errors import ConfigError
+
+PROFILE_DIR = Path(__file__).with_name("profiles")
+PFC_PRIORITIES = 8
+
+#: One path element: name (YANG module prefix stripped) and its keys, sorted by key name.
+Elem = tuple[str, tuple[tuple[str, str], ...]]
+
+
+class ProfileError(ConfigError):
+    """A profile that cannot be loaded; the message names the file and the offending entry."""
+
+
+class Kind(Enum):
+    """How a leaf's value is read."""
+
+    COUNTER = "counter"  # unsigned 64-bit count
+    TIMETICKS = "timeticks"  # a Unix time, scaled to ns
+    STATUS = "status"  # oper-status: "UP" → True, other states → False
+    SPEED = "speed"  # an ETHERNET_SPEED identity, or a number scaled to bits/s
+    TEXT = "text"  # an LLDP string
+    IGNORE = "ignore"  # served, not wanted: skipped without counting
+
+
+# --- the row every decoder fills: unsigned fields by index ------------------------------------
+
+#: Row indexes of the unsigned fields; PFC per priority are PFC_RX + p and PFC_TX + p.
+ROW_INDEX: dict[str, int] = {name: i for i, name in enumerate(COUNTER_FIELDS)}
+LAST_CLEAR = ROW_INDEX["last_clear_ns"] = len(COUNTER_FIELDS)
+LAST_CHANGE = ROW_INDEX["last_change_ns"] = LAST_CLEAR + 1
+PFC_RX_TOTAL = ROW_INDEX["pfc_rx_total"] = LAST_CLEAR + 2
+PFC_TX_TOTAL = ROW_INDEX["pfc_tx_total"] = LAST_CLEAR + 3
+PFC_RX = LAST_CLEAR + 4
+PFC_TX = PFC_RX + PFC_PRIORITIES
+ROW_LEN = PFC_TX + PFC_PRIORITIES
+
+LLDP_FIELDS = ("system_name", "port_id", "port_description", "chassis_id")
+_KIND_OF: dict[str, Kind] = {
+    **dict.fromkeys(COUNTER_FIELDS, Kind.COUNTER),
+    "pfc_rx": Kind.COUNTER,
+    "pfc_tx": Kind.COUNTER,
+    "pfc_rx_total": Kind.COUNTER,
+    "pfc_tx_total": Kind.COUNTER,
+    "last_clear_ns": Kind.TIMETICKS,
+    "last_change_ns": Kind.TIMETICKS,
+    "oper_up": Kind.STATUS,
+    "speed_bps": Kind.SPEED,
+    **dict.fromkeys(LLDP_FIELDS, Kind.TEXT),
+}
+_UNITS: dict[Kind, dict[str, int]] = {
+    Kind.SPEED: {"bps": 1, "kbps": 10**3, "mbps": 10**6, "gbps": 10**9},
+    Kind.TIMETICKS: {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9},
+}
+_ENCODINGS = {"json": 0, "proto": 2, "json_ietf": 4}  # gnmi_pb2.Encoding values
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    """A resolved leaf: what a value at one concrete path means."""
+
+    kind: Kind
+    index: int = -1  # row index (unsigned kinds)
+    field: str = ""  # LLDP neighbour field (TEXT)
+    neighbor: str = ""  # LLDP remote-table entry id
+    scale: int = 1  # unit multiplier (SPEED, TIMETICKS)
+
+
+IGNORED = Leaf(Kind.IGNORE)
+
+
+@dataclass(frozen=True, slots=True)
+class LeafSpec:
+    """A leaf template's meaning; ``priority``/``neighbor`` fixed here or bound from the path."""
+
+    field: str
+    kind: Kind
+    scale: int = 1
+    priority: int | None = None
+
+    def bind(self, caps: Mapping[str, str]) -> Leaf | None:
+        """The concrete leaf for captured key values (None: a priority out of range)."""
+        if self.kind is Kind.TEXT:
+            return Leaf(Kind.TEXT, field=self.field, neighbor=caps.get("neighbor", "1"))
+        if self.field in ("pfc_rx", "pfc_tx"):
+            prio = self.priority
+            if prio is None:
+                text = caps.get("priority", "")
+                prio = int(text) if text.isdigit() else -1
+            if not 0 <= prio < PFC_PRIORITIES:
+                return None
+            return Leaf(Kind.COUNTER, (PFC_RX if self.field == "pfc_rx" else PFC_TX) + prio)
+        return Leaf(self.kind, ROW_INDEX.get(self.field, -1), scale=self.scale)
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """Leaves under one per-interface root."""
+
+    name: str
+    root: tuple[Elem, ...]
+    leaves: Mapping[str, LeafSpec]
+    ignore: frozenset[str]
+    var_of: Mapping[tuple[str, str], str]  # (element, key) → variable, for keys bound in leaves
+    unknown: Literal["count", "ignore"]
+    lldp: bool
+
+    def match_root(self, elems: Sequence[Elem]) -> str | None:
+        """The port name if ``elems`` starts with this root (None: no match, or no concrete port)."""
+        port: str | None = None
+        for (tname, tkeys), (name, keys) in zip(self.root, elems, strict=False):
+            if tname == "{port}":
+                if not name or "*" in name:
+                    return None
+                port = name
+            elif tname != name:
+                return None
+            for key, tvalue in tkeys:
+                value = _key(keys, key)
+                if tvalue == "{port}":
+                    if not value or value == "*":
+                        return None
+                    port = value
+                elif value != tvalue:
+                    return None
+        return port
+
+    def normalize(self, rest: Sequence[Elem]) -> tuple[str, dict[str, str]]:
+        """The leaf-table key of a path below the root, and the variables it binds."""
+        caps: dict[str, str] = {}
+        parts: list[str] = []
+        for name, keys in rest:
+            text = name
+            for key, value in keys:
+                var = self.var_of.get((name, key))
+                if var is not None:
+                    caps[var] = value
+                    value = "{" + var + "}"
+                text += f"[{key}={value}]"
+            parts.append(text)
+        return "/".join(parts), caps
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """One request path and its delivery mode; ``target`` None means the profile's target."""
+
+    path: str
+    mode: Literal["sample", "on_change"]
+    target: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A compiled profile: subscriptions, and the resolution of a concrete path to a leaf."""
+
+    name: str
+    description: str
+    target: str
+    origin: str
+    encoding: int
+    subscriptions: tuple[Subscription, ...]
+    families: tuple[Family, ...]
+    list_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def match(self, elems: Sequence[Elem]) -> tuple[Family, str, Sequence[Elem]] | None:
+        """The family whose root ``elems`` starts with, the bound port, and the elements below."""
+        for fam in self.families:
+            n = len(fam.root)
+            if len(elems) >= n:
+                port = fam.match_root(elems)
+                if port is not None:
+                    return fam, port, elems[n:]
+        return None
+
+    def resolve(self, elems: Sequence[Elem]) -> tuple[str | None, Leaf | None]:
+        """(port, leaf) of a full path (prefix + update); leaf None: an unknown path."""
+        found = self.match(elems)
+        if found is None:
+            return None, None
+        fam, port, rest = found
+        key, caps = fam.normalize(rest)
+        spec = fam.leaves.get(key)
+        if spec is not None:
+            return port, spec.bind(caps)
+        if key in fam.ignore or fam.unknown == "ignore":
+            return port, IGNORED
+        return port, None
+
+    def covers_lldp(self, subs: Sequence[Subscription]) -> bool:
+        """Whether any of ``subs`` reaches an LLDP family (its stream then owns the LLDP tables)."""
+        roots = [fam.root for fam in self.families if fam.lldp]
+        for sub in subs:
+            names = [n for n, _ in parse_path(sub.path)]
+            for root in roots:
+                if all(t == "{port}" or "*" in n or n == t for n, (t, _) in zip(names, root, strict=False)):
+                    return True
+        return False
+
+    def streams(self, configured: str | None, switch: str) -> dict[str, tuple[Subscription, ...]]:
+        """Subscriptions grouped by resolved prefix target ("" = none): one Subscribe stream each."""
+        out: dict[str, list[Subscription]] = {}
+        for sub in self.subscriptions:
+            template = self.target if sub.target is None else sub.target
+            target = template.replace("{target}", configured or "").replace("{switch}", switch)
+            out.setdefault(target, []).append(sub)
+        return {t: tuple(s) for t, s in out.items()}
+
+
+# --- paths --------------------------------------------------------------------------------------
+
+
+def strip_module(name: str) -> str:
+    """``openconfig-interfaces:interfaces`` → ``interfaces``."""
+    return name.rpartition(":")[2] if ":" in name else name
+
+
+def _key(keys: tuple[tuple[str, str], ...], name: str) -> str | None:
+    for k, v in keys:
+        if k == name:
+            return v
+    return None
+
+
+_ELEM = re.compile(r"([^/\[\]]+)((?:\[[^=\]]+=[^\]]*\])*)")
+_KEY = re.compile(r"\[([^=\]]+)=([^\]]*)\]")
+
+
+def parse_path(text: str) -> tuple[Elem, ...]:
+    """``/a/b[k=v]/c`` → elements (module prefixes stripped, keys sorted)."""
+    elems: list[Elem] = []
+    for part in _split(text):
+        match = _ELEM.fullmatch(part)
+        if match is None:
+            raise ValueError(f"malformed path element {part!r} in {text!r}")
+        keys = tuple(sorted(_KEY.findall(match.group(2))))
+        elems.append((strip_module(match.group(1)), keys))
+    return tuple(elems)
+
+
+def _split(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "/" and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p for p in parts if p]
+
+
+def format_path(elems: Sequence[Elem]) -> str:
+    """Elements → ``a/b[k=v]`` (the normalized text used in leaf tables and messages)."""
+    return "/".join(name + "".join(f"[{k}={v}]" for k, v in keys) for name, keys in elems)
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _LeafDoc(_Doc):
+    field: str
+    unit: str | None = None
+
+
+class _FamilyDoc(_Doc):
+    name: str
+    root: str
+    leaves: dict[str, str | _LeafDoc] = Field(min_length=1)
+    ignore: list[str] = []
+    unknown_leaves: Literal["count", "ignore"] = "count"
+    lldp: bool = False
+
+
+class _SubscriptionDoc(_Doc):
+    path: str
+    mode: Literal["sample", "on_change"]
+    target: str | None = None
+
+
+class _ProfileDoc(_Doc):
+    name: str
+    description: str = ""
+    target: str = "{target}"
+    origin: str = ""
+    encoding: Literal["proto", "json_ietf", "json"] = "proto"
+    subscriptions: list[_SubscriptionDoc] = Field(min_length=1)
+    families: list[_FamilyDoc] = Field(min_length=1)
+
+
+def _compile_family(doc: _FamilyDoc, where: str) -> Family:
+    root = parse_path(doc.root)
+    binds = sum(n == "{port}" for n, _ in root) + sum(v == "{port}" for _, keys in root for _, v in keys)
+    if binds != 1:
+        raise ProfileError(f"{where}.root: {doc.root!r} must bind '{{port}}' exactly once")
+    leaves: dict[str, LeafSpec] = {}
+    var_of: dict[tuple[str, str], str] = {}
+    for text, entry in doc.leaves.items():
+        spec_doc = entry if isinstance(entry, _LeafDoc) else _LeafDoc(field=entry)
+        kind = _KIND_OF.get(spec_doc.field)
+        if kind is None:
+            raise ProfileError(f"{where}.leaves[{text!r}]: unknown field {spec_doc.field!r}")
+        if (kind is Kind.TEXT) != doc.lldp:
+            raise ProfileError(f"{where}.leaves[{text!r}]: LLDP fields belong in an 'lldp: true' family only")
+        units = _UNITS.get(kind, {})
+        if spec_doc.unit is not None and spec_doc.unit not in units:
+            raise ProfileError(f"{where}.leaves[{text!r}]: unit {spec_doc.unit!r} not one of {sorted(units)}")
+        scale = units.get(spec_doc.unit or "", 1)
+        for path_text, prio in _expand_priority(text):
+            elems = parse_path(path_text)
+            for name, keys in elems:
+                for key, value in keys:
+                    if value in ("{priority}", "{neighbor}"):
+                        var_of[(name, key)] = value[1:-1]
+            per_priority = spec_doc.field in ("pfc_rx", "pfc_tx")
+            if per_priority and prio is None and "{priority}" not in path_text:
+                raise ProfileError(f"{where}.leaves[{text!r}]: {spec_doc.field} needs a {{priority}} in its path")
+            leaves[format_path(elems)] = LeafSpec(spec_doc.field, kind, scale, prio)
+    return Family(
+        name=doc.name,
+        root=root,
+        leaves=leaves,
+        ignore=frozenset(format_path(parse_path(t)) for t in doc.ignore),
+        var_of=var_of,
+        unknown=doc.unknown_leaves,
+        lldp=doc.lldp,
+    )
+
+
+def _expand_priority(text: str) -> list[tuple[str, int | None]]:
+    """A ``{priority}`` inside an element name becomes 8 leaves; in a key value it stays a variable."""
+    if "{priority}" not in text.replace("={priority}]", ""):
+        return [(text, None)]
+    return [(text.replace("{priority}", str(p)), p) for p in range(PFC_PRIORITIES)]
+
+
+def compile_profile(data: object, where: str = "profile") -> Profile:
+    """Validate and compile a profile document (the parsed YAML)."""
+    try:
+        doc = _ProfileDoc.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ProfileError(f"{where}: {loc}: {first['msg']}") from None
+    try:
+        families = tuple(_compile_family(f, f"{where}.families[{f.name}]") for f in doc.families)
+        subs = tuple(Subscription(s.path, s.mode, s.target) for s in doc.subscriptions)
+        for s in subs:
+            parse_path(s.path)
+    except ValueError as exc:
+        if isinstance(exc, ProfileError):
+            raise
+        raise ProfileError(f"{where}: {exc}") from None
+    list_keys: dict[str, tuple[str, ...]] = {}
+    for fam in families:
+        for name, keys in fam.root + tuple(e for text in fam.leaves for e in parse_path(text)):
+            if keys:  # the union over families: /interfaces/interface[name], /qos/.../interface[interface-id]
+                list_keys[name] = tuple(dict.fromkeys(list_keys.get(name, ()) + tuple(k for k, _ in keys)))
+    return Profile(
+        name=doc.name,
+        description=doc.description,
+        target=doc.target,
+        origin=doc.origin,
+        encoding=_ENCODINGS[doc.encoding],
+        subscriptions=subs,
+        families=families,
+        list_keys=list_keys,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def load_profile(name: str) -> Profile:
+    """A profile by name (``collector/profiles/<name>.yaml``) or by the path of a YAML file."""
+    path = Path(name) if name.endswith((".yaml", ".yml")) or "/" in name else PROFILE_DIR / f"{name}.yaml"
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        known = ", ".join(available_profiles())
+        raise ProfileError(f"gNMI profile {name!r} not found (built-in: {known})") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise ProfileError(f"gNMI profile {path}: {exc}") from None
+    return compile_profile(data, str(path))
+
+
+def available_profiles() -> list[str]:
+    """Names of the built-in profiles."""
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))

@@ -1,0 +1,133 @@
+"""gNMI vendor profiles: loading, validation, resolution of concrete paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from collector.profiles import (
+    IGNORED,
+    PFC_RX,
+    PFC_TX,
+    ROW_INDEX,
+    Kind,
+    ProfileError,
+    available_profiles,
+    compile_profile,
+    load_profile,
+    parse_path,
+)
+from simulator.gnmi_paths import LEAVES, ROOTS
+
+SONIC_COUNTER = (("COUNTERS", ()), ("Ethernet8", ()))
+
+
+def _concrete(elems: Any, port: str = "swp7", neighbor: str = "2") -> tuple[Any, ...]:
+    out = []
+    for e in elems:
+        keys = tuple((k, port if k in ("name", "interface-id") else neighbor if v == "*" else v) for k, v in e.keys)
+        out.append((e.name, keys))
+    return tuple(out)
+
+
+def test_builtin_profiles() -> None:
+    assert {"openconfig", "sonic"} <= set(available_profiles())
+    for name in available_profiles():
+        assert load_profile(name).subscriptions
+
+
+def test_every_leaf_the_simulator_serves_resolves() -> None:
+    profile = load_profile("openconfig")
+    wanted = 0
+    for family, leaves in LEAVES.items():
+        for leaf in leaves:
+            port, resolved = profile.resolve(_concrete(ROOTS[family] + leaf.rel))
+            assert port == "swp7", leaf
+            assert resolved is not None, f"{family}: {leaf.rel} is unknown to the profile"
+            wanted += resolved is not IGNORED
+    assert wanted == 15 + 5 + 16 + 4  # counters (+last-clear), oper/last-change/speed/2 pause, PFC, LLDP
+
+
+def test_openconfig_pfc_direction_and_lldp_neighbor() -> None:
+    profile = load_profile("openconfig")
+    qos = parse_path("/qos/interfaces/interface[interface-id=swp1]/switch-priority[priority=3]/state/counters")
+    assert profile.resolve((*qos, ("in-pause-pkts", ()))) == ("swp1", profile.resolve((*qos, ("in-pause-pkts", ())))[1])
+    assert profile.resolve((*qos, ("in-pause-pkts", ())))[1].index == PFC_RX + 3  # type: ignore[union-attr]
+    assert profile.resolve((*qos, ("out-pause-pkts", ())))[1].index == PFC_TX + 3  # type: ignore[union-attr]
+    bad = parse_path(
+        "/qos/interfaces/interface[interface-id=swp1]/switch-priority[priority=9]/state/counters/in-pause-pkts"
+    )
+    assert profile.resolve(bad) == ("swp1", None)
+    lldp = parse_path("/openconfig-lldp:lldp/interfaces/interface[name=swp1]/neighbors/neighbor[id=4]/state/port-id")
+    _, leaf = profile.resolve(lldp)
+    assert leaf is not None and (leaf.kind, leaf.field, leaf.neighbor) == (Kind.TEXT, "port_id", "4")
+    assert profile.resolve(parse_path("/interfaces/interface[name=*]/state/counters/in-octets")) == (None, None)
+    assert profile.resolve(parse_path("/system/state/hostname")) == (None, None)
+
+
+def test_sonic_profile() -> None:
+    profile = load_profile("sonic")
+    streams = profile.streams("ignored-configured-target", "sw1")
+    assert set(streams) == {"COUNTERS_DB", "APPL_DB"}
+    assert [s.mode for s in streams["COUNTERS_DB"]] == ["sample"]
+    assert profile.covers_lldp(streams["APPL_DB"]) and not profile.covers_lldp(streams["COUNTERS_DB"])
+    for p in range(8):
+        _, rx = profile.resolve((*SONIC_COUNTER, (f"SAI_PORT_STAT_PFC_{p}_RX_PKTS", ())))
+        _, tx = profile.resolve((*SONIC_COUNTER, (f"SAI_PORT_STAT_PFC_{p}_TX_PKTS", ())))
+        assert rx is not None and rx.index == PFC_RX + p and tx is not None and tx.index == PFC_TX + p
+    assert profile.resolve((*SONIC_COUNTER, ("SAI_PORT_STAT_IF_IN_OCTETS", ()))) == (
+        "Ethernet8",
+        profile.resolve((*SONIC_COUNTER, ("SAI_PORT_STAT_IF_IN_OCTETS", ())))[1],
+    )
+    _, leaf = profile.resolve((*SONIC_COUNTER, ("SAI_PORT_STAT_IF_IN_OCTETS", ())))
+    assert leaf is not None and leaf.index == ROW_INDEX["in_octets"]
+    assert profile.resolve((*SONIC_COUNTER, ("SAI_PORT_STAT_IPV6_IN_OCTETS", ()))) == ("Ethernet8", IGNORED)
+    _, speed = profile.resolve((("PORT_TABLE", ()), ("Ethernet8", ()), ("speed", ())))
+    assert speed is not None and speed.kind is Kind.SPEED and speed.scale == 10**6
+
+
+def test_target_convention() -> None:
+    profile = load_profile("openconfig")
+    assert list(profile.streams("lf-g1-r1", "lf-g1-r1")) == ["lf-g1-r1"]
+    assert list(profile.streams(None, "lf-g1-r1")) == [""]  # no prefix target: a one-switch device
+
+
+def _doc(**over: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "name": "t",
+        "subscriptions": [{"path": "/interfaces", "mode": "sample"}],
+        "families": [{"name": "if", "root": "/interfaces/interface[name={port}]", "leaves": {"a/b": "in_octets"}}],
+    }
+    doc.update(over)
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("families", "message"),
+    [
+        ([{"name": "f", "root": "/interfaces/interface", "leaves": {"a": "in_octets"}}], "bind '{port}'"),
+        ([{"name": "f", "root": "/i[name={port}]", "leaves": {"a": "frobs"}}], "unknown field"),
+        ([{"name": "f", "root": "/i[name={port}]", "leaves": {"a": "pfc_rx"}}], "needs a {priority}"),
+        ([{"name": "f", "root": "/i[name={port}]", "leaves": {"a": "system_name"}}], "'lldp: true' family"),
+        (
+            [{"name": "f", "root": "/i[name={port}]", "leaves": {"a": {"field": "speed_bps", "unit": "furlongs"}}}],
+            "unit",
+        ),
+        ([{"name": "f", "root": "/i[name={port}]", "leaves": {"a": "in_octets"}, "extra": 1}], "extra"),
+    ],
+)
+def test_bad_profiles_are_clear_errors(families: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(ProfileError, match=message.replace("{", r"\{").replace("}", r"\}").replace("'", ".")):
+        compile_profile(_doc(families=families))
+
+
+def test_profile_from_a_file_and_missing_profiles(tmp_path: Path) -> None:
+    file = tmp_path / "mine.yaml"
+    file.write_text(yaml.safe_dump(_doc(encoding="json_ietf")))
+    profile = load_profile(str(file))
+    assert profile.name == "t" and profile.encoding == 4
+    with pytest.raises(ProfileError, match=r"not found.*openconfig"):
+        load_profile("no-such-nos")
