@@ -31,6 +31,27 @@ class ThresholdsConfig(Section):
     fcs_errors_per_hour: float = Field(120.0, ge=0)
     discards_ratio: float = Field(1e-4, ge=0, le=1)
     stale_intervals: float = Field(3.0, ge=1)
+    #: Correlated flaps (analyzer/stability.py): when ``switch_flap_min_ports`` ports of one switch, or
+    #: ``switch_flap_port_share`` of its cabled ports if that is fewer (never under 2), flap within
+    #: ``switch_flap_spread_s`` of each other (at least one sampling interval), the fault is the switch.
+    switch_flap_min_ports: int = Field(4, ge=2)
+    switch_flap_port_share: float = Field(0.25, gt=0, le=1)
+    switch_flap_spread_s: float = Field(5.0, gt=0)
+    #: An FCS/CRC error rate counts only when the window holds at least this many errors, so one
+    #: stray error in a short window is not "120 errors per hour".
+    error_min_count: int = Field(2, ge=1)
+
+
+class SloConfig(Section):
+    """Stability objectives (see analyzer/objectives.py)."""
+
+    window_days: float = Field(30.0, gt=0)
+    link_availability: float = Field(0.9999, gt=0, lt=1)
+    #: Per-GPU monthly probability of no training-fatal network outage; FABRIC.md shows 0.9999 on
+    #: 8,000 GPUs still interrupts 55 % of month-long jobs, so the network should do better.
+    gpu_network_availability: float = Field(0.99999, gt=0, lt=1)
+    fast_burn: float = Field(14.4, gt=0)
+    slow_burn: float = Field(6.0, gt=0)
 
 
 class AnalyzerConfig(Section):
@@ -38,7 +59,10 @@ class AnalyzerConfig(Section):
 
     interval_s: float = Field(10.0, gt=0, le=3600)
     resolve_hold_down_s: float = Field(60.0, ge=0)
+    #: The latest window spans this many collector sampling intervals (rates are averaged over it).
+    window_intervals: float = Field(3.0, ge=1)
     thresholds: ThresholdsConfig = ThresholdsConfig()
+    slo: SloConfig = SloConfig()
 
 
 class WebhookConfig(Section):
@@ -49,9 +73,21 @@ class WebhookConfig(Section):
     format: Literal["fabricmon", "alertmanager"] = "fabricmon"
     timeout_s: float = Field(10.0, gt=0, le=300)
     max_attempts: int = Field(0, ge=0)  # 0: retry until delivered
+    #: Retry delay after the first failed attempt; doubles per attempt, ±20 % jitter.
+    backoff_initial_s: float = Field(1.0, gt=0, le=3600)
+    #: Upper bound of the retry delay.
+    backoff_max_s: float = Field(300.0, gt=0, le=86400)
 
 
 class AlertsConfig(Section):
     """Where alert transitions are sent."""
 
     webhooks: list[WebhookConfig] = []
+    #: ``recommended_action`` is ``checkpoint`` when a finding's estimated training-efficiency loss
+    #: (``details.efficiency_loss``) reaches this fraction (analyzer/actions.py) ...
+    checkpoint_efficiency_loss: float = Field(0.05, ge=0, le=1)
+    #: ... or its job interruption probability (``details.interruption_probability``) reaches this.
+    checkpoint_interruption_probability: float = Field(0.5, ge=0, le=1)
+    #: Where people reach fabricmon (the API/dashboard base URL): the Alertmanager format's
+    #: ``externalURL`` and ``generatorURL``. Absent: those fields are empty strings.
+    external_url: AnyHttpUrl | None = None

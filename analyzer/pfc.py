@@ -1,0 +1,401 @@
+"""PFC pause storms: how long ports are paused, and which port a pause tree grew from.
+
+* **Pause ratio**: a pause frame with the maximum quanta stops the link for 65535 x 512 bit
+  times (83.9 µs at 400G), so ``ratio = min(1, pps x 512 x 65535 / speed_bps)`` is the share of
+  time a sender is held. Received pauses (``rx_pause_pps``) hold this port's own transmitter;
+  sent pauses (``tx_pause_pps``) hold the peer's. The speed is the port's live speed in the
+  window (a link degraded to 200G is held twice as long per frame), else its design speed.
+* **Sustained**: per port, priority and direction, the run of samples at or above
+  ``pfc_pause_ratio`` that ends with the port's latest sample in the window (a storm that
+  stopped is over); its length is the sum of those samples' ``interval_s``. A tree is a storm when
+  one of its members has been paused for ``pfc_storm_min_s``. The window is ``ctx.window_s``,
+  stretched to ``pfc_storm_min_s`` plus two sampling intervals when that is longer.
+* **Priorities**: per-priority rows (0..7) when a port has them; the per-interface totals (-1,
+  IEEE8021-PFC-MIB over SNMP) otherwise, and a total matches any priority when trees are joined.
+* **The origin** (:func:`pause_trees`): pauses travel upstream. A switch that receives pauses
+  on one port backs up and sends pauses on its others, so a port's sent pauses are *explained*
+  when its switch receives pauses. The causal graph runs sender -> the switch at the other end
+  (which receives them) -> that switch's senders. Received pauses whose sender is a monitored
+  switch port that shows none (its samples lag, or fell just below threshold) count as sent by
+  it; those from outside (a server NIC, an unmonitored device) enter through the receiving port.
+  The origin is the strongest root of that graph (a strongly connected component nothing else
+  feeds, so parallel links that carry pauses back to the origin's own switch make no loop without
+  a root): the deepest sender, e.g. the leaf port facing a stuck receiver, or the port facing an
+  outside source. One finding per tree (weakly connected component), keyed by the origin; every
+  other paused port is in its scope and details.
+* **Severity**: critical when the origin is held :data:`PFC_CRITICAL_FACTOR` times
+  ``pfc_pause_ratio`` or more, or the storm spread to another switch (head-of-line blocking
+  beyond one link stalls every flow through it); warning otherwise.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+from analyzer.context import CheckContext
+from analyzer.findings import Finding
+from analyzer.links import PortKey, human_s, links_scope, port_order
+from analyzer.snapshot import port_snapshot
+from fabric.model import Endpoint, Fabric
+from store.db import Connection
+
+#: Bit times one maximum-quanta pause frame holds a link: 65535 quanta of 512 bit times.
+PAUSE_QUANTA_BITS = 65535 * 512
+#: The origin held this many times ``pfc_pause_ratio`` makes a storm critical.
+PFC_CRITICAL_FACTOR = 5.0
+#: The slowest port the SQL pre-filter allows for: pause rates below threshold even at this speed are skipped.
+PREFILTER_SPEED_BPS = 10e9
+#: Priority of per-interface totals (IEEE8021-PFC-MIB): matches any priority.
+ALL_PRIORITIES = -1
+
+Direction = Literal["tx", "rx"]
+#: Where each direction's pause rate sits in a sample ``(interval_s, tx_pps, rx_pps)``.
+_DIRECTIONS: tuple[tuple[Direction, int], ...] = (("tx", 1), ("rx", 2))
+
+
+def pause_ratio(pps: float | None, speed_bps: float | None) -> float:
+    """Share of time ``pps`` maximum-quanta pause frames hold a ``speed_bps`` link (0..1)."""
+    if not pps or pps <= 0 or not speed_bps or speed_bps <= 0:
+        return 0.0
+    return min(1.0, pps * PAUSE_QUANTA_BITS / speed_bps)
+
+
+def trailing_run(samples: Sequence[tuple[float, float]], threshold: float) -> tuple[float, float, float]:
+    """``(seconds, peak, latest)`` ratio of the run at or above ``threshold`` ending with the last of
+    ``samples`` (``(interval_s, ratio)`` in time order); ``(0, 0, latest)`` when the last is below."""
+    seconds = peak = 0.0
+    for interval, ratio in reversed(samples):
+        if ratio <= 0 or ratio < threshold:
+            break
+        seconds += interval
+        peak = max(peak, ratio)
+    return seconds, peak, samples[-1][1] if samples else 0.0
+
+
+def compatible(a: int, b: int) -> bool:
+    """Same priority, or either is the all-priorities total."""
+    return a == b or ALL_PRIORITIES in (a, b)
+
+
+@dataclass(frozen=True, slots=True)
+class Pausing:
+    """A port pausing (``tx``: sending pauses) or paused (``rx``) on one priority, now."""
+
+    switch: str
+    port: str
+    priority: int
+    direction: Direction
+    ratio: float  # latest sample
+    peak: float
+    sustained_s: float
+    pps: float
+
+    @property
+    def key(self) -> PortKey:
+        return (self.switch, self.port)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "port": f"{self.switch}:{self.port}",
+            "priority": self.priority,
+            "direction": self.direction,
+            "ratio": round(self.ratio, 4),
+            "peak_ratio": round(self.peak, 4),
+            "sustained_s": self.sustained_s,
+            "pause_pps": self.pps,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Storm:
+    """One pause tree: its origin, how the origin is known, and everything paused in it."""
+
+    origin: Pausing
+    kind: Literal["sender", "facing_source"]  # the deepest sender, or the port facing an outside source
+    members: tuple[Pausing, ...]
+    other_origins: tuple[Pausing, ...]
+
+
+Node = tuple[str, ...]
+Peer = Callable[[str, str], PortKey | None]
+
+
+class _Graph:
+    """The causal graph of a pause tree under construction (see :func:`pause_trees`)."""
+
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
+        self.edges: dict[Node, set[Node]] = defaultdict(set)
+        self.hubs: dict[str, list[tuple[Node, int]]] = defaultdict(list)  # switch -> its (hub, priority)
+        self.sends: list[tuple[str, int, Node]] = []  # (switch, priority, sender node)
+
+    def hub(self, switch: str, prio: int) -> Node:
+        """The node of ``switch`` receiving pauses on ``prio``."""
+        node = ("hub", switch, str(prio))
+        if node not in self.edges:
+            self.hubs[switch].append((node, prio))
+            self.edges[node] = set()
+        return node
+
+    def sender(self, switch: str, port: str, prio: int) -> Node:
+        """The node of ``switch:port`` sending pauses on ``prio``, feeding the switch at the other end."""
+        node: Node = ("tx", switch, port, str(prio))
+        if node not in self.edges:
+            self.edges[node] = set()
+            self.sends.append((switch, prio, node))
+            if (other := self.peer(switch, port)) is not None:
+                self.edges[node].add(self.hub(other[0], prio))
+        return node
+
+    def outside(self, switch: str, port: str, prio: int) -> Node:
+        """Pauses entering ``switch:port`` from outside what is monitored."""
+        node: Node = ("ext", switch, port, str(prio))
+        self.edges[node].add(self.hub(switch, prio))
+        return node
+
+    def close(self) -> dict[Node, set[Node]]:
+        """Connect each switch's receiving hubs to its senders of a compatible priority."""
+        for switch, prio, node in self.sends:
+            for h, p in self.hubs.get(switch, ()):
+                if compatible(p, prio):
+                    self.edges[h].add(node)
+        return self.edges
+
+
+def pause_trees(pausing: Iterable[Pausing], peer: Peer) -> list[Storm]:
+    """Group pausing ports into trees and name each tree's origin (see the module docstring).
+
+    ``peer(switch, port)`` is the monitored switch end at the other side of the cable, or None.
+    Received pauses whose monitored sender shows none (its samples lag, or fell below threshold)
+    are taken as sent by that peer port all the same; only pauses from outside (a server NIC, an
+    unmonitored device) enter through an outside node.
+    """
+    items = list(pausing)
+    graph = _Graph(peer)
+    attach: dict[Pausing, Node] = {}
+    tx_at: dict[PortKey, list[Pausing]] = defaultdict(list)
+    for x in items:
+        if x.direction == "tx":
+            attach[x] = graph.sender(x.switch, x.port, x.priority)
+            tx_at[x.key].append(x)
+    for r in items:
+        if r.direction != "rx":
+            continue
+        if (other := peer(r.switch, r.port)) is None:
+            attach[r] = graph.outside(r.switch, r.port, r.priority)
+            continue
+        cause = next((s for s in tx_at.get(other, ()) if compatible(s.priority, r.priority)), None)
+        attach[r] = attach[cause] if cause is not None else graph.sender(other[0], other[1], r.priority)
+    return _storms(items, attach, graph.close())
+
+
+def _storms(items: list[Pausing], attach: dict[Pausing, Node], edges: dict[Node, set[Node]]) -> list[Storm]:
+    comp = _sccs(edges)
+    fed = {comp[b] for a, bs in edges.items() for b in bs if comp[a] != comp[b]}
+    by_node: dict[Node, list[Pausing]] = defaultdict(list)
+    for x in items:
+        by_node[attach[x]].append(x)
+    roots: dict[int, Pausing] = {}  # root SCC -> its strongest sender or outside-facing receiver
+    for node, xs in by_node.items():
+        c = comp[node]
+        if c in fed or node[0] == "hub":
+            continue
+        for x in xs:
+            # a sender, or the receiving end when the sender is outside or unseen
+            candidate = x.direction == "tx" or not any(y.direction == "tx" for y in xs)
+            if candidate and (c not in roots or _strength(x) > _strength(roots[c])):
+                roots[c] = x
+    tree_of = {n: i for i, tree in enumerate(_weak_components(edges)) for n in tree}
+    members: dict[int, list[Pausing]] = defaultdict(list)
+    for x in items:
+        members[tree_of[attach[x]]].append(x)
+    origins: dict[int, list[Pausing]] = defaultdict(list)
+    for x in roots.values():
+        origins[tree_of[attach[x]]].append(x)
+    storms: list[Storm] = []
+    for i, xs in sorted(members.items(), key=lambda kv: min(_order(x) for x in kv[1])):
+        if not origins[i]:
+            continue
+        o, *others = sorted(origins[i], key=_strength, reverse=True)
+        kind: Literal["sender", "facing_source"] = "sender" if o.direction == "tx" else "facing_source"
+        storms.append(Storm(o, kind, tuple(sorted(xs, key=_order)), tuple(others)))
+    return storms
+
+
+def _strength(x: Pausing) -> tuple[float, float, str, str]:
+    return (x.ratio, x.sustained_s, x.switch, x.port)
+
+
+def _order(x: Pausing) -> tuple[str, tuple[str, int, str], int, str]:
+    return (x.switch, port_order(x.port), x.priority, x.direction)
+
+
+def _sccs(edges: dict[Node, set[Node]]) -> dict[Node, int]:
+    """Strongly connected components (iterative Tarjan): node -> component number."""
+    index: dict[Node, int] = {}
+    low: dict[Node, int] = {}
+    comp: dict[Node, int] = {}
+    stack: list[Node] = []
+    on_stack: set[Node] = set()
+    count = 0
+    for start in edges:
+        if start in index:
+            continue
+        work: list[tuple[Node, list[Node]]] = [(start, sorted(edges[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, todo = work[-1]
+            if todo:
+                nxt = todo.pop()
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, sorted(edges.get(nxt, ()))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    comp[top] = count
+                    if top == node:
+                        break
+                count += 1
+    return comp
+
+
+def _weak_components(edges: dict[Node, set[Node]]) -> list[set[Node]]:
+    parent: dict[Node, Node] = {n: n for n in edges}
+
+    def find(n: Node) -> Node:
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    for a, bs in edges.items():
+        for b in bs:
+            parent.setdefault(b, b)
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[ra] = rb
+    groups: dict[Node, set[Node]] = defaultdict(set)
+    for n in parent:
+        groups[find(n)].add(n)
+    return list(groups.values())
+
+
+# --- the check ---------------------------------------------------------------------------------
+
+_SQL = """
+WITH cand AS (
+    SELECT DISTINCT switch, port FROM pfc_counters
+    WHERE time > $1 AND time <= $2 AND (tx_pause_pps >= $3 OR rx_pause_pps >= $3)
+)
+SELECT c.switch, c.port, c.priority, c.interval_s, c.rx_pause_pps, c.tx_pause_pps, c.counter_reset
+FROM pfc_counters c JOIN cand USING (switch, port)
+WHERE c.time > $1 AND c.time <= $2
+ORDER BY c.switch, c.port, c.priority, c.time
+"""
+
+
+def _speed(fabric: Fabric, switch: str, port: str, live: int | None) -> float:
+    if live:
+        return float(live)
+    sw = fabric.switches.get(switch)
+    info = next((p for p in fabric.ports(switch) if p.name == port), None) if sw is not None else None
+    return (info.speed_gbps if info else sw.speed_gbps if sw else fabric.params.speed_gbps) * 1e9
+
+
+async def read_pausing(conn: Connection, ctx: CheckContext) -> list[Pausing]:
+    """Every port, priority and direction paused at or above ``pfc_pause_ratio`` at its latest sample."""
+    th = ctx.thresholds
+    lookback = max(ctx.window_s, th.pfc_storm_min_s + 2 * ctx.collect_interval_s)
+    floor = max(th.pfc_pause_ratio * PREFILTER_SPEED_BPS / PAUSE_QUANTA_BITS, 1e-9)
+    rows = await conn.fetch(_SQL, ctx.now - timedelta(seconds=lookback), ctx.now, floor)
+    series: dict[tuple[str, str, int], list[tuple[float, float | None, float | None]]] = defaultdict(list)
+    for r in rows:
+        ok = not r["counter_reset"] and r["interval_s"]
+        series[(r["switch"], r["port"], r["priority"])].append(
+            (r["interval_s"] or 0.0, r["tx_pause_pps"] if ok else None, r["rx_pause_pps"] if ok else None)
+        )
+    per_priority = {(s, p) for s, p, prio in series if prio != ALL_PRIORITIES}
+    snap = await port_snapshot(conn, ctx) if series else {}
+    out: list[Pausing] = []
+    for (switch, port, prio), samples in series.items():
+        if prio == ALL_PRIORITIES and (switch, port) in per_priority:
+            continue  # the per-priority rows say it better
+        now = snap.get((switch, port))
+        speed = _speed(ctx.fabric, switch, port, now.speed_bps if now is not None else None)
+        for direction, col in _DIRECTIONS:
+            run = [(iv, pause_ratio(smp[col], speed)) for smp in samples if (iv := smp[0]) is not None]
+            seconds, peak, latest = trailing_run(run, th.pfc_pause_ratio)
+            if seconds > 0:
+                pps = samples[-1][col] or 0.0
+                out.append(Pausing(switch, port, prio, direction, latest, peak, seconds, pps))
+    return out
+
+
+async def check_pfc_storms(conn: Connection, ctx: CheckContext) -> list[Finding]:
+    """One ``pfc_storm`` per sustained pause tree, keyed by the port it started from."""
+    th, fabric = ctx.thresholds, ctx.fabric
+
+    def peer(switch: str, port: str) -> PortKey | None:
+        p = fabric.peer(Endpoint(switch, port))
+        return (p.node, p.port) if p is not None and p.node in fabric.switches else None
+
+    findings: list[Finding] = []
+    for storm in pause_trees(await read_pausing(conn, ctx), peer):
+        if max(m.sustained_s for m in storm.members) < th.pfc_storm_min_s:
+            continue
+        findings.append(_finding(ctx, storm))
+    return findings
+
+
+def _finding(ctx: CheckContext, storm: Storm) -> Finding:
+    th, fabric, o = ctx.thresholds, ctx.fabric, storm.origin
+    prio = "all" if o.priority == ALL_PRIORITIES else str(o.priority)
+    switches = sorted({m.switch for m in storm.members})
+    spread = {m.switch for m in storm.members if m.direction == "tx"} - {o.switch}
+    ports = sorted({m.key for m in storm.members} | {o.key}, key=lambda k: (k[0], port_order(k[1])))
+    others = len(ports) - 1
+    far = fabric.peer(Endpoint(o.switch, o.port))
+    if storm.kind == "sender":
+        held = f"{far.node}:{far.port}" if far is not None else "its peer"
+        head = f"PFC storm from {o.switch}:{o.port} (priority {prio}): it holds {held}"
+    else:
+        source = f"{far.node}:{far.port}" if far is not None else "an unmonitored device"
+        head = f"PFC storm entering at {o.switch}:{o.port} from {source} (priority {prio}): paused"
+    tail = f"; spread to {others} more ports on {len(switches)} switches" if others else ""
+    critical = o.ratio >= min(1.0, PFC_CRITICAL_FACTOR * th.pfc_pause_ratio) or bool(spread)
+    return Finding(
+        rule="pfc_storm",
+        key=f"{o.switch}:{o.port}:{prio}",
+        severity="critical" if critical else "warning",
+        summary=f"{head} {o.ratio:.0%} of the time for {human_s(o.sustained_s)}{tail}",
+        scope=links_scope(fabric, ports),
+        details={
+            "origin": {**o.as_dict(), "kind": storm.kind, "peer": f"{far.node}:{far.port}" if far else None},
+            "priority": o.priority,
+            "pause_ratio": o.ratio,
+            "sustained_s": o.sustained_s,
+            "spread_to_switches": sorted(spread),
+            "affected_ports": [f"{s}:{p}" for s, p in ports],
+            "members": [m.as_dict() for m in storm.members],
+            "other_origins": [x.as_dict() for x in storm.other_origins],
+            "threshold": th.pfc_pause_ratio,
+            "min_s": th.pfc_storm_min_s,
+        },
+        observed_at=ctx.now,
+    )
