@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -45,15 +46,13 @@ def test_a_half_written_batch_is_ignored(tmp_path: Path) -> None:
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.lists(st.integers(), min_size=1, max_size=5), max_size=20))
-def test_replays_exactly_what_was_pushed(tmp_path_factory: object, batches: list[list[int]]) -> None:
-    import tempfile
-
+def test_replays_exactly_what_was_pushed(batches: list[list[int]]) -> None:
     with tempfile.TemporaryDirectory() as d:
         spool = Spool(Path(d), max_bytes=1 << 30)
-        for b in batches:
-            spool.push([(x,) for x in b])
-        out = []
-        while (b := spool.peek()) is not None:
-            out.append([x for (x,) in b])
+        for batch in batches:
+            spool.push([(x,) for x in batch])
+        out: list[list[int]] = []
+        while (got := spool.peek()) is not None:
+            out.append([x for (x,) in got])
             spool.pop()
         assert out == batches
