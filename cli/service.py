@@ -9,14 +9,13 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import asyncpg
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from config.model import Config
 from fabric.model import Fabric
-from store.db import create_pool
+from store.db import Pool, create_pool
 from store.inventory import ensure_fabric
 from store.migrate import migrate
 
@@ -29,7 +28,7 @@ def note(message: str) -> None:
 
 
 @asynccontextmanager
-async def database(dsn: str, config: Config, fabric: Fabric) -> AsyncIterator[asyncpg.Pool]:
+async def database(dsn: str, config: Config, fabric: Fabric) -> AsyncIterator[Pool]:
     """A pool on a migrated database holding this fabric's inventory; closed on exit."""
     pool = await create_pool(dsn, config.database)
     try:

@@ -166,8 +166,8 @@ class Pipeline:
         self._reach_pending.append(
             Reachability(datetime.now(UTC), switch, state in _REACHABLE, str(state), None, detail)
         )
-        if state not in _REACHABLE:
-            log.warning("%s: %s%s", switch, state, f" ({detail})" if detail else "")
+        level = logging.INFO if state in _REACHABLE or state is TargetState.CONNECTING else logging.WARNING
+        log.log(level, "%s: %s%s", switch, state, f" ({detail})" if detail else "")
 
     def count_invalid(self, switch: str, what: str, n: int = 1) -> None:
         """Count skipped values by kind."""

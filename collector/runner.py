@@ -1,0 +1,116 @@
+"""``fabricmon collect``: every configured target's collector, feeding one pipeline.
+
+Protocols are chosen from an explicit table (``COLLECTORS``); each collector owns its
+per-target tasks. The service owns the collectors, the pipeline and the retention schedule,
+and on stop cancels the collectors first, then drains the pipeline (to the database, or to the
+spool), so nothing read is lost on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from collector.config import CollectorConfig
+from collector.gnmi import GnmiCollector
+from collector.pipeline import Pipeline
+from collector.records import Sink
+from collector.snmp import SnmpCollector
+from collector.targets import SwitchTarget, in_shard, parse_shard, resolve_targets
+from config.model import Config
+from fabric.model import Fabric
+from store.db import Pool
+from store.pgserver import default_root
+from store.retention import retention_loop
+
+log = logging.getLogger(__name__)
+
+
+class ProtocolCollector(Protocol):
+    """What every protocol collector offers the service."""
+
+    stats: Any
+
+    async def run(self) -> None: ...
+
+
+class CollectorFactory(Protocol):
+    def __call__(self, targets: Sequence[SwitchTarget], sink: Sink, config: CollectorConfig) -> ProtocolCollector: ...
+
+
+COLLECTORS: dict[str, CollectorFactory] = {"gnmi": GnmiCollector, "snmp": SnmpCollector}
+
+
+def default_spool_dir(shard: tuple[int, int] | None) -> Path:
+    """Beside the embedded store's data; one directory per shard, so shards never share files."""
+    base = default_root().parent / "spool"
+    return base / f"shard-{shard[0]}-of-{shard[1]}" if shard else base
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Which switches this process collects, over which protocol."""
+
+    targets: dict[str, list[SwitchTarget]]
+    unmatched: list[str]
+    shard: tuple[int, int] | None
+
+    @property
+    def switches(self) -> int:
+        return sum(len(t) for t in self.targets.values())
+
+
+def plan(config: Config, fabric: Fabric, shard: str | None = None) -> Plan:
+    """Resolve and shard the targets."""
+    targets, unmatched = resolve_targets(config.targets, fabric)
+    shard_text = shard or config.collector.shard
+    parsed = parse_shard(shard_text) if shard_text else None
+    if parsed is not None:
+        targets = in_shard(targets, *parsed)
+    by_protocol: dict[str, list[SwitchTarget]] = {}
+    for t in targets:
+        by_protocol.setdefault(t.protocol, []).append(t)
+    return Plan(by_protocol, unmatched, parsed)
+
+
+class CollectorService:
+    """The collectors of one process and the pipeline they share."""
+
+    def __init__(self, config: Config, fabric: Fabric, pool: Pool, the_plan: Plan) -> None:
+        self.config = config
+        self.plan = the_plan
+        spool_dir = config.database.writer.spool_dir or default_spool_dir(the_plan.shard)
+        self.pipeline = Pipeline(pool, fabric, config.database.writer, spool_dir=spool_dir)
+        self.pool = pool
+        self.collectors: dict[str, ProtocolCollector] = {
+            protocol: COLLECTORS[protocol](targets, self.pipeline, config.collector)
+            for protocol, targets in the_plan.targets.items()
+        }
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Collect until ``stop`` is set or a collector fails; then drain and return."""
+        self.pipeline.start()
+        running = {asyncio.create_task(c.run(), name=f"collector-{p}") for p, c in self.collectors.items()}
+        retention = asyncio.create_task(retention_loop(self.pool, self.config.database.retention), name="retention")
+        stopper = asyncio.create_task(stop.wait(), name="stop")
+        owned = [*running, retention, stopper]
+        try:
+            while not stop.is_set():
+                done, _ = await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)
+                for task in done - {stopper}:
+                    running.discard(task)
+                    if not task.cancelled() and (exc := task.exception()) is not None:
+                        raise exc
+                    log.warning("%s finished on its own", task.get_name())
+        finally:
+            for task in owned:
+                task.cancel()
+            for task in owned:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await self.pipeline.close()

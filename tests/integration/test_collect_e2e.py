@@ -1,0 +1,210 @@
+"""Simulator → collectors (gNMI and SNMP) → TimescaleDB, all real: values, link events, outages."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from collector.config import CollectorConfig
+from collector.pipeline import Pipeline
+from collector.runner import CollectorService, plan
+from collector.snmp import SnmpCollector
+from collector.targets import SwitchTarget
+from config.model import Config
+from fabric.model import FabricParams
+from simulator.fabric_state import FabricState
+from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
+from simulator.sim_config import sim_config
+from store.db import Pool, create_pool
+from store.inventory import ensure_fabric
+from store.migrate import migrate
+from store.pgserver import EmbeddedStore
+from store.records import from_int8
+from tests.integration.test_collector_snmp_device import snmpsim as snmpsim_fixture
+
+PARAMS = FabricParams(gpus=512)
+snmpsim = snmpsim_fixture  # the recorded Arista, served by snmpsim (a module-scoped fixture)
+
+
+@dataclass
+class Rig:
+    sim: RunningSim
+    state: FabricState
+    config: Config
+    pool: Pool
+    spool: Path
+
+
+def _config(sim: RunningSim, spool: Path) -> Config:
+    addr = sim.addresses(SimOptions(gnmi="127.0.0.1:0", snmp="127.0.0.1:0", control=None))
+    data: dict[str, Any] = sim_config(
+        gnmi_address=addr["gnmi"], snmp_address=addr["snmp"], params=PARAMS, gnmi_interval_s=1.0, snmp_interval_s=1.0
+    )
+    data["database"] = {"writer": {"flush_interval_s": 0.2, "spool_dir": str(spool)}}
+    return Config.model_validate(data)
+
+
+@contextlib.asynccontextmanager
+async def rig(dsn: str, tmp_path: Path) -> AsyncIterator[Rig]:
+    sim = await start_sim(SimOptions(params=PARAMS, gnmi="127.0.0.1:0", snmp="127.0.0.1:0", control=None, seed=5))
+    pool = await create_pool(dsn)
+    try:
+        assert sim.state is not None and sim.fabric is not None
+        async with pool.acquire() as conn:
+            await migrate(conn)
+            await ensure_fabric(conn, sim.fabric)
+        yield Rig(sim, sim.state, _config(sim, tmp_path / "spool"), pool, tmp_path / "spool")
+    finally:
+        await pool.close()
+        await stop_sim(sim)
+
+
+@contextlib.asynccontextmanager
+async def collecting(r: Rig) -> AsyncIterator[CollectorService]:
+    assert r.sim.fabric is not None
+    service = CollectorService(r.config, r.sim.fabric, r.pool, plan(r.config, r.sim.fabric))
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    try:
+        yield service
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def test_both_protocols_land_in_the_hypertables(fresh_db: str, tmp_path: Path) -> None:
+    async with rig(fresh_db, tmp_path) as r:
+        async with collecting(r) as service:
+            await asyncio.sleep(4.5)
+        assert set(service.collectors) == {"gnmi", "snmp"}
+        per_switch = {
+            row["switch"]: row["n"]
+            for row in await r.pool.fetch("SELECT switch, count(DISTINCT port) AS n FROM port_counters GROUP BY switch")
+        }
+        assert set(per_switch) == set(r.state.switch_names())
+        assert all(n == 128 for n in per_switch.values())
+        # gNMI samples carry the switch's own timestamp: the stored counters are the simulator's, exactly.
+        rows = await r.pool.fetch(
+            "SELECT time, in_octets, out_bps, speed_bps, oper_status FROM port_counters "
+            "WHERE switch = 'lf-g1-r2' AND port = 'swp65' ORDER BY time"
+        )
+        assert len(rows) >= 3
+        for row in rows:
+            t_ns = int(row["time"].timestamp() * 1e6) * 1000
+            expected = {p.name: p for p in r.state.ports("lf-g1-r2", t_ns)}["swp65"].in_octets
+            assert abs(from_int8(row["in_octets"]) - expected) <= 400e9 / 8 * 1e-6  # µs rounding of the time
+            assert row["speed_bps"] == 400 * 10**9 and row["oper_status"] == 1
+        assert any(row["out_bps"] and 1e9 < row["out_bps"] < 400e9 for row in rows)
+        # SNMP samples: HC counters between the simulator's values just before and after the poll.
+        snmp = await r.pool.fetch(
+            "SELECT time, in_octets FROM port_counters WHERE switch='sp-r1-1' AND port='swp1' ORDER BY time"
+        )
+        assert len(snmp) >= 3
+        for row in snmp:
+            t_ns = int(row["time"].timestamp() * 1e9)
+            lo = {p.name: p for p in r.state.ports("sp-r1-1", t_ns - 2 * 10**9)}["swp1"].in_octets
+            hi = {p.name: p for p in r.state.ports("sp-r1-1", t_ns)}["swp1"].in_octets
+            assert lo <= from_int8(row["in_octets"]) <= hi
+        assert await r.pool.fetchval("SELECT count(*) FROM lldp_neighbors WHERE switch = 'lf-g1-r1'") == 128
+        assert await r.pool.fetchval("SELECT count(*) FROM pfc_counters WHERE switch = 'lf-g1-r1'") > 0
+        reach = await r.pool.fetchval("SELECT count(DISTINCT switch) FROM switch_reachability WHERE reachable")
+        assert reach == 20
+
+
+async def test_a_flap_becomes_link_events_with_their_down_time(fresh_db: str, tmp_path: Path) -> None:
+    async with rig(fresh_db, tmp_path) as r:
+        async with collecting(r):
+            await asyncio.sleep(2.5)
+            r.state.apply({"kind": "link_flap", "switch": "lf-g1-r4", "period_s": 3.0, "count": 2})
+            await asyncio.sleep(8)
+        leaf = await r.pool.fetch(
+            "SELECT old_status, new_status, down_s FROM link_events "
+            "WHERE switch='lf-g1-r4' AND port='swp65' AND source='oper-status' ORDER BY time"
+        )
+        assert [(e["old_status"], e["new_status"]) for e in leaf] == [("up", "down"), ("down", "up")] * 2
+        for e in leaf[1::2]:
+            assert e["down_s"] == pytest.approx(1.5, abs=0.5)  # down for half the 3 s period
+        # The spine end, polled over SNMP every second, saw the flaps too.
+        spine = await r.pool.fetchval("SELECT count(*) FROM link_events WHERE switch='sp-r4-1' AND port='swp1'")
+        assert spine >= 2
+
+
+async def _outage(private_store: EmbeddedStore, tmp_path: Path, outage_s: float) -> None:
+    async with rig(private_store.dsn(), tmp_path) as r:
+        async with collecting(r) as service:
+            await asyncio.sleep(3)
+            await asyncio.to_thread(private_store.stop)
+            await asyncio.sleep(outage_s)
+            spooled = sum(len(w.spool) for w in service.pipeline.writers if w.spool is not None)
+            assert spooled > 0
+            await asyncio.to_thread(private_store.start)
+            await asyncio.sleep(6)
+        rows = await r.pool.fetch(
+            "SELECT time FROM port_counters WHERE switch='lf-g1-r1' AND port='swp1' ORDER BY time"
+        )
+        times = [row["time"].timestamp() for row in rows]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        assert len(times) >= outage_s + 6
+        assert max(gaps) < 2.5, "a sample went missing across the outage"
+        assert len(set(times)) == len(times)
+        for w in service.pipeline.writers:
+            assert w.spool is None or (len(w.spool) == 0 and w.spool.stats.rows_dropped == 0)
+
+
+async def test_database_restart_mid_stream_loses_no_sample(private_store: EmbeddedStore, tmp_path: Path) -> None:
+    await _outage(private_store, tmp_path, outage_s=5)
+
+
+@pytest.mark.slow
+async def test_database_down_for_a_minute_mid_stream(private_store: EmbeddedStore, tmp_path: Path) -> None:
+    await _outage(private_store, tmp_path, outage_s=60)
+
+
+async def test_a_real_switch_lands_in_the_tables_with_unknown_ports_flagged(
+    fresh_db: str,
+    snmpsim: str,
+    tmp_path: Path,
+) -> None:
+    from fabric.topology import build_aipod
+
+    fabric = build_aipod(FabricParams(gpus=64, radix=16))
+    pool = await create_pool(fresh_db)
+    try:
+        async with pool.acquire() as conn:
+            await migrate(conn)
+            await ensure_fabric(conn, fabric)
+        pipe = Pipeline(pool, fabric)
+        pipe.start()
+        target = SwitchTarget("arista-7150s", "snmp", snmpsim, community=SecretStr(""), timeout_s=2, retries=1)
+        collector = SnmpCollector([target], pipe, CollectorConfig(snmp_interval_s=60), spread_s=0)
+        task = asyncio.create_task(collector.run())
+        for _ in range(300):
+            if collector.stats.polls_ok >= 1:
+                break
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await pipe.close()
+        assert await pool.fetchval("SELECT role FROM switches WHERE name='arista-7150s' AND NOT known") == "unknown"
+        flagged = {
+            r["port"] for r in await pool.fetch("SELECT port FROM ports WHERE switch='arista-7150s' AND NOT known")
+        }
+        assert {"Ethernet1", "Ethernet52", "Management1"} <= flagged
+        octets = await pool.fetchval(
+            "SELECT in_octets FROM port_counters WHERE switch='arista-7150s' AND port='Ethernet2'"
+        )
+        assert from_int8(octets) == 2993597393618
+        assert await pool.fetchval("SELECT count(*) FROM pfc_counters WHERE switch='arista-7150s' AND priority=-1") > 0
+        nbrs = await pool.fetch("SELECT system_name FROM lldp_neighbors WHERE switch='arista-7150s'")
+        assert {n["system_name"] for n in nbrs} == {"ZJ-BP-Bak-Arista"}
+    finally:
+        await pool.close()
