@@ -40,6 +40,9 @@ wanted=()
 have_pkg "postgresql-${PG_MAJOR}" || wanted+=("postgresql-${PG_MAJOR}")
 have_pkg snmp || wanted+=(snmp)
 have_pkg docker-compose || wanted+=(docker-compose)
+# The dashboard's browser test drives Debian's Chromium through its WebDriver.
+have_pkg chromium || wanted+=(chromium)
+have_pkg chromium-driver || wanted+=(chromium-driver)
 if [ "${#wanted[@]}" -gt 0 ]; then apt_install "${wanted[@]}"; fi
 
 ext_control() { echo "$("${PG_BIN}/pg_config" --sharedir)/extension/timescaledb.control"; }

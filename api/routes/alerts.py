@@ -1,0 +1,65 @@
+"""Alerts: ``GET /v1/alerts?state=firing|resolved|all`` and ``POST /v1/alerts/{id}/ack``.
+
+The lifecycle belongs to the analyzer (:mod:`analyzer.alerts`); the API lists and acknowledges.
+Acknowledging records who and when (the first acknowledgement stands) and sends nothing.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from analyzer.alerts import ack_alert, list_alerts
+from api.inputs import AckIn, AlertPath, AlertsQuery
+from api.problems import NotFound
+from api.routes.base import POOL, Endpoint, parse_body, parse_path, parse_query, respond
+from api.schemas import AlertList, AlertOut
+
+
+async def alerts(request: web.Request) -> web.Response:
+    q = parse_query(request, AlertsQuery)
+    pool = request.app[POOL]
+    items = await list_alerts(pool, q.state, q.limit, q.offset)
+    total = await pool.fetchval("SELECT count(*) FROM alerts WHERE $1 = 'all' OR state = $1", q.state)
+    return respond(
+        AlertList(
+            state=q.state,
+            items=[AlertOut.model_validate(a) for a in items],
+            total=total,
+            limit=q.limit,
+            offset=q.offset,
+        )
+    )
+
+
+async def ack(request: web.Request) -> web.Response:
+    alert_id = parse_path(request, AlertPath).id
+    body = await parse_body(request, AckIn, optional=True)
+    row = await ack_alert(request.app[POOL], alert_id, body.by)
+    if row is None:
+        raise NotFound(f"no alert with id {alert_id}", kind="unknown-alert")
+    return respond(AlertOut.model_validate(row.as_json()))
+
+
+ENDPOINTS = (
+    Endpoint(
+        "GET",
+        "/v1/alerts",
+        alerts,
+        "Alerts (newest first): id, fingerprint, rule, severity, state, summary, scope, started_at, ended_at",
+        AlertList,
+        query=AlertsQuery,
+        tag="alerts",
+    ),
+    Endpoint(
+        "POST",
+        "/v1/alerts/{id}/ack",
+        ack,
+        "Acknowledge an alert (the first acknowledgement stands; nothing is sent)",
+        AlertOut,
+        path_model=AlertPath,
+        body=AckIn,
+        body_required=False,
+        errors=(404, 415),
+        tag="alerts",
+    ),
+)

@@ -1,0 +1,176 @@
+"""Time-bucketed series: ``GET /v1/series?switch=&port=&metric=&from=&to=&step=&agg=``.
+
+``time_bucket`` over the rate columns the collector stored (``port_counters``) or the PFC pause
+rates (``pfc_counters``: per-priority rows summed, or the all-priorities total where a port has
+only that). Without ``port``, each bucket is the sum over the switch's ports of each port's
+``agg``. Times are unix seconds or ISO 8601 (naive: UTC).
+
+Cost is bounded before the query runs: at most :data:`MAX_POINTS` buckets, a step of at least
+:data:`MIN_STEP_S`, a range of at most :data:`MAX_RANGE` for one port and
+:data:`MAX_RANGE_SWITCH` for a whole switch, and a statement timeout. Anything outside is a 4xx.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+
+from aiohttp import web
+
+from api.inputs import SeriesQuery
+from api.problems import NotFound, Problem, Unprocessable
+from api.routes.base import CACHE, POOL, Endpoint, now, parse_query, respond
+from api.schemas import SeriesOut, SeriesPoint
+from store.db import PostgresError
+
+MAX_POINTS = 10_000
+DEFAULT_POINTS = 300
+MIN_STEP_S = 1.0
+MAX_RANGE = timedelta(days=31)
+MAX_RANGE_SWITCH = timedelta(days=1)
+STATEMENT_TIMEOUT_MS = 10_000
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST = datetime(2100, 1, 1, tzinfo=UTC)
+NICE_STEPS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "": 1.0}
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
+
+#: metric → SQL expression over ``port_counters`` (a whitelist: nothing else reaches SQL).
+PORT_EXPR = {
+    "in_bps": "in_bps",
+    "out_bps": "out_bps",
+    "in_pps": "in_pps",
+    "out_pps": "out_pps",
+    "in_errors_ps": "in_errors_ps",
+    "out_errors_ps": "out_errors_ps",
+    "in_discards_ps": "in_discards_ps",
+    "out_discards_ps": "out_discards_ps",
+    "in_fcs_errors_ps": "in_fcs_errors_ps",
+    "speed_bps": "speed_bps::float8",
+    "oper_up": "(oper_status = 1)::int::float8",
+}
+PFC_COLUMN = {"pfc_rx_pause_pps": "rx_pause_pps", "pfc_tx_pause_pps": "tx_pause_pps"}
+_PORT_FILTER = {True: "AND port = $5", False: ""}
+
+
+def _port_sql(metric: str, agg: str, one_port: bool) -> str:
+    return f"""
+SELECT b, sum(v) AS v FROM (
+    SELECT time_bucket($1::interval, time) AS b, port, {agg}({PORT_EXPR[metric]}) AS v
+    FROM port_counters WHERE switch = $2 AND time >= $3 AND time < $4 {_PORT_FILTER[one_port]}
+    GROUP BY b, port) x
+GROUP BY b ORDER BY b"""
+
+
+def _pfc_sql(metric: str, agg: str, one_port: bool) -> str:
+    col = PFC_COLUMN[metric]
+    return f"""
+WITH s AS (
+    SELECT time, port,
+           CASE WHEN bool_or(priority >= 0) THEN sum({col}) FILTER (WHERE priority >= 0)
+                ELSE sum({col}) FILTER (WHERE priority = -1) END AS v
+    FROM pfc_counters WHERE switch = $2 AND time >= $3 AND time < $4 {_PORT_FILTER[one_port]}
+    GROUP BY time, port)
+SELECT b, sum(v) AS v FROM (
+    SELECT time_bucket($1::interval, time) AS b, port, {agg}(v) AS v FROM s GROUP BY b, port) x
+GROUP BY b ORDER BY b"""
+
+
+def parse_time(value: str, name: str) -> datetime:
+    """Unix seconds or ISO 8601 (naive: UTC), between 2000 and 2100."""
+    try:
+        if re.fullmatch(r"\d+(\.\d+)?", value):
+            at = datetime.fromtimestamp(float(value), tz=UTC)
+        else:
+            at = datetime.fromisoformat(value.replace(" ", "T"))
+            at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    except (ValueError, OverflowError, OSError):
+        raise Unprocessable(f"{name}: not a unix time or ISO 8601 date/time: {value!r}", kind="bad-time") from None
+    if not EARLIEST <= at <= LATEST:
+        raise Unprocessable(f"{name}: {value!r} is outside 2000..2100", kind="bad-time")
+    return at
+
+
+def parse_duration(value: str) -> float:
+    match = _DURATION.match(value)
+    if not match:
+        raise Unprocessable(f"step: not a duration: {value!r}", kind="bad-step")
+    return float(match.group(1)) * _UNITS[match.group(2) or ""]
+
+
+def choose_step(span_s: float, floor_s: float) -> float:
+    """A round step giving about :data:`DEFAULT_POINTS` buckets, never below ``floor_s``."""
+    want = max(span_s / DEFAULT_POINTS, floor_s, MIN_STEP_S)
+    return float(next((s for s in NICE_STEPS_S if s >= want), math.ceil(want / 86400) * 86400))
+
+
+async def series(request: web.Request) -> web.Response:
+    q = parse_query(request, SeriesQuery)
+    end = parse_time(q.to, "to") if q.to is not None else now()
+    start = parse_time(q.from_, "from") if q.from_ is not None else end - timedelta(hours=1)
+    if start >= end:
+        raise Unprocessable("from must be before to", kind="bad-range")
+    limit = MAX_RANGE if q.port is not None else MAX_RANGE_SWITCH
+    if end - start > limit:
+        raise Unprocessable(
+            f"the range may span at most {limit.days} day(s) {'per port' if q.port else 'for a whole switch'}",
+            kind="range-too-long",
+        )
+    span = (end - start).total_seconds()
+    if q.step is None:
+        step = choose_step(span, request.app[CACHE].window_s / 3)
+    else:
+        step = parse_duration(q.step)
+        if not MIN_STEP_S <= step <= MAX_RANGE.total_seconds():
+            raise Unprocessable(f"step must be between {MIN_STEP_S:g} s and {MAX_RANGE.days} days", kind="bad-step")
+        if span / step > MAX_POINTS:
+            raise Unprocessable(
+                f"{math.ceil(span / step)} points requested, at most {MAX_POINTS} allowed: "
+                f"use step >= {math.ceil(span / MAX_POINTS)}s",
+                kind="too-many-points",
+            )
+    pool = request.app[POOL]
+    async with pool.acquire() as conn:
+        if await conn.fetchval("SELECT 1 FROM switches WHERE name = $1", q.switch) is None:
+            raise NotFound(f"no switch named {q.switch!r}", kind="unknown-switch")
+        if (
+            q.port is not None
+            and await conn.fetchval("SELECT 1 FROM ports WHERE switch = $1 AND port = $2", q.switch, q.port) is None
+        ):
+            raise NotFound(f"switch {q.switch} has no port named {q.port!r}", kind="unknown-port")
+        build = _pfc_sql if q.metric in PFC_COLUMN else _port_sql
+        args: list[object] = [timedelta(seconds=step), q.switch, start, end]
+        if q.port is not None:
+            args.append(q.port)
+        try:
+            async with conn.transaction(readonly=True):
+                await conn.execute(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
+                rows = await conn.fetch(build(q.metric, q.agg, q.port is not None), *args)
+        except PostgresError as exc:
+            if getattr(exc, "sqlstate", None) != "57014":  # query_canceled: our timeout
+                raise
+            problem = Problem("the series query took too long; narrow the range or widen the step", kind="too-slow")
+            problem.status, problem.title = 503, "Service Unavailable"
+            raise problem from None
+    points = [SeriesPoint(time=r["b"], value=None if r["v"] is None else float(r["v"])) for r in rows]
+    return respond(
+        SeriesOut(
+            switch=q.switch, port=q.port, metric=q.metric, agg=q.agg, start=start, end=end, step_s=step, points=points
+        )
+    )
+
+
+ENDPOINTS = (
+    Endpoint(
+        "GET",
+        "/v1/series",
+        series,
+        "A time-bucketed series of one port's (or a whole switch's) rate",
+        SeriesOut,
+        query=SeriesQuery,
+        errors=(404,),
+        tag="series",
+        description=__doc__ or "",
+    ),
+)

@@ -1,0 +1,359 @@
+"""What the API answers: pydantic models of the response bodies, which shape what goes out and,
+with the inputs of :mod:`api.inputs`, are the single source of ``/openapi.json`` (see
+:mod:`api.routes.openapi`). Responses are closed objects (``additionalProperties: false``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.inputs import Metric, Role
+
+Status = Literal["healthy", "degraded", "critical"]
+Severity = Literal["info", "warning", "critical"]
+OperStatus = Literal["up", "down", "testing", "unknown", "dormant", "notPresent", "lowerLayerDown"]
+
+
+class Model(BaseModel):
+    """Response bodies: closed objects."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Page(Model):
+    total: int = Field(ge=0)
+    limit: int
+    offset: int
+
+
+class ProblemOut(BaseModel):
+    """An error (RFC 9457)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, Any]] | None = None
+
+
+# --- health ---------------------------------------------------------------------------------
+
+
+class ScopeOut(Model):
+    """A finding's or an alert's blast radius."""
+
+    switches: list[str] = []
+    ports: list[str] = []
+    rails: list[int] = []
+    groups: list[int] = []
+    servers: list[str] = []
+    gpus: int = 0
+
+
+class FindingOut(Model):
+    rule: str
+    key: str
+    fingerprint: str
+    severity: Severity
+    summary: str
+    scope: ScopeOut
+    details: dict[str, Any] = {}
+
+
+class CheckOut(Model):
+    status: Status
+    findings: list[FindingOut] = Field(description="the most severe first, at most 100")
+    findings_total: int
+
+
+class Checks(Model):
+    rail_symmetry: CheckOut
+    oversubscription: CheckOut
+    stability: CheckOut
+    collection: CheckOut
+
+
+class HealthOut(Model):
+    status: Status
+    updated_at: datetime = Field(description="when the analyzer evaluated the fabric")
+    age_s: float = Field(description="seconds since updated_at")
+    stale: bool = Field(description="the verdict is older than three analyzer intervals: treat it as unknown")
+    checks: Checks
+    errors: list[str] = Field(description="checks that failed to run in that evaluation")
+
+
+class Liveness(Model):
+    status: Literal["ok", "ready"]
+
+
+# --- switches and ports ---------------------------------------------------------------------
+
+
+class Reachability(Model):
+    reachable: bool
+    state: str
+    since: datetime
+    detail: str | None = None
+
+
+class SwitchOut(Model):
+    name: str
+    role: Role
+    group: int | None
+    rail: int | None
+    plane: int | None
+    known: bool = Field(description="false: discovered by the collector, not in the inventory")
+    status: Status | None = Field(
+        description="worst finding touching the switch in the latest evaluation (null: none yet)"
+    )
+    findings: int
+    reachability: Reachability | None
+    last_sample_at: datetime | None = Field(description="newest sample in the latest window")
+    ports_up: int
+    ports_reporting: int
+    ports_total: int
+
+
+class Window(Model):
+    start: datetime | None
+    end: datetime | None
+
+
+class SwitchList(Page):
+    items: list[SwitchOut]
+    window: Window
+
+
+class PeerOut(Model):
+    node: str
+    port: str | None
+    kind: str | None
+
+
+class PortOut(Model):
+    name: str
+    number: int | None
+    direction: Literal["down", "up"] | None
+    known: bool
+    design_speed_gbps: float | None
+    oper_status: OperStatus | None = Field(description="latest in the window; null: no sample")
+    speed_bps: int | None
+    in_bps: float | None
+    out_bps: float | None
+    in_pps: float | None
+    out_pps: float | None
+    in_errors_ps: float | None
+    out_errors_ps: float | None
+    in_fcs_errors_ps: float | None
+    in_discards_ps: float | None
+    out_discards_ps: float | None
+    pfc_rx_pause_pps: float | None
+    pfc_tx_pause_pps: float | None
+    flaps_24h: int
+    last_sample_at: datetime | None
+    peer: PeerOut | None
+
+
+class PortList(Page):
+    switch: str
+    items: list[PortOut]
+    window: Window
+
+
+# --- rails, oversubscription, SLOs ------------------------------------------------------------
+
+
+class RailGroupOut(Model):
+    group: int
+    status: Status
+    findings: int
+    summaries: list[str] = Field(description="the findings touching this rail in this group (at most 5)")
+
+
+class RailOut(Model):
+    rail: int
+    status: Status
+    design_gbps: float
+    live_gbps: float | None = Field(description="null: the capacity check had no data for this rail")
+    capacity_fraction: float | None = Field(description="live/design uplink capacity of the whole rail")
+    bottleneck: str | None
+    bottleneck_fraction: float | None = Field(description="live/design uplinks of the rail's weakest switch")
+    asymmetry: float | None = Field(description="best rail's bottleneck fraction minus this rail's")
+    load_gbps: float | None
+    pfc_pause_ratio: float | None = Field(description="mean share of time the rail's switch ports are paused")
+    findings: int
+    groups: list[RailGroupOut]
+
+
+class AsymmetryOut(Model):
+    best_rail: int
+    worst_rail: int
+    best_fraction: float
+    worst_fraction: float
+    spread: float = Field(description="best minus worst bottleneck fraction")
+    load_spread: float | None = Field(description="(max - min) / max rail load; null while idle")
+
+
+class RailsOut(Model):
+    updated_at: datetime
+    groups: list[int]
+    rails: list[RailOut]
+    asymmetry: AsymmetryOut | None
+
+
+class RatioOut(Model):
+    scope: Literal["switch", "rail", "group", "fabric"]
+    name: str
+    down_gbps: float
+    up_gbps: float
+    ratio: float | None = Field(description="live down:up; null when nothing is up")
+    design_ratio: float
+    drift: float | None = Field(description="ratio / design_ratio - 1")
+
+
+class OversubscriptionOut(Page):
+    updated_at: datetime
+    design_ratio: float
+    worst: list[RatioOut]
+    rollups: list[RatioOut]
+    items: list[RatioOut] = Field(description="every leaf and spine, highest ratio first")
+
+
+class ObjectiveOut(Model):
+    name: str
+    description: str
+    target: float
+    window_days: float
+    current: float
+    error_budget_remaining: float
+    burn_rates: dict[str, float]
+    status: Literal["ok", "warning", "critical"]
+
+
+class JobEstimateOut(Model):
+    id: str
+    status: Status
+    gpus: int
+    remaining_days: float
+    efficiency_loss: float
+    interruption_probability: float
+
+
+class SizeEstimateOut(Model):
+    gpus: int
+    days: float
+    interruption_probability: float
+
+
+class SloOut(Model):
+    updated_at: datetime
+    objectives: list[ObjectiveOut]
+    gpu_network_availability: float
+    jobs: list[JobEstimateOut]
+    estimates: list[SizeEstimateOut] = Field(description="a job of this size running this long on today's fabric")
+
+
+# --- alerts ---------------------------------------------------------------------------------
+
+
+class AlertOut(Model):
+    id: int
+    fingerprint: str
+    rule: str
+    severity: Severity
+    state: Literal["firing", "resolved"]
+    summary: str
+    scope: ScopeOut
+    details: dict[str, Any]
+    started_at: datetime
+    ended_at: datetime | None
+    last_seen_at: datetime
+    acked_at: datetime | None
+    acked_by: str | None
+
+
+class AlertList(Page):
+    state: Literal["firing", "resolved", "all"]
+    items: list[AlertOut]
+
+
+# --- jobs -----------------------------------------------------------------------------------
+
+
+class JobOut(Model):
+    id: str
+    hosts: list[str]
+    started_at: datetime | None
+    expected_days: float | None
+    created_at: datetime
+    gpus: int
+
+
+class JobList(Page):
+    items: list[JobOut]
+
+
+class JobFaultOut(Model):
+    rule: str
+    severity: Severity
+    summary: str
+    fingerprint: str
+    affected_hosts: list[str]
+    rails: list[int]
+
+
+class JobAlertOut(Model):
+    id: int
+    rule: str
+    severity: Severity
+    summary: str
+    started_at: datetime
+    affected_hosts: list[str]
+
+
+class JobRailOut(Model):
+    rail: int
+    status: Status
+    leaves: list[str] = Field(description="the rail's leaves under the job's hosts")
+    spines: int = Field(description="spines of the rail that join those leaves")
+    faults: int
+
+
+class JobHealthOut(Model):
+    id: str
+    status: Status
+    evaluated_at: datetime
+    stale: bool
+    hosts: int
+    gpus: int
+    unknown_hosts: list[str]
+    groups: list[int]
+    rails: list[JobRailOut]
+    faults: list[JobFaultOut]
+    alerts: list[JobAlertOut] = Field(description="firing alerts whose blast radius touches the job's hosts")
+    efficiency_loss: float
+    remaining_days: float
+    interruption_probability: float
+
+
+# --- series ---------------------------------------------------------------------------------
+
+
+class SeriesPoint(Model):
+    time: datetime
+    value: float | None
+
+
+class SeriesOut(Model):
+    switch: str
+    port: str | None
+    metric: Metric
+    agg: Literal["avg", "max", "min"]
+    start: datetime
+    end: datetime
+    step_s: float
+    points: list[SeriesPoint]
