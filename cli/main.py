@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import NoReturn
 
-from cli.commands import db, demo, migrate, record, sim, slo, topology
+from cli.commands import analyze, collect, db, demo, migrate, record, serve, sim, slo, topology
 from fabric.errors import FabricmonError
 
 COMMANDS: dict[str, ModuleType] = {
@@ -25,6 +25,9 @@ COMMANDS: dict[str, ModuleType] = {
     "db": db,
     "migrate": migrate,
     "sim": sim,
+    "collect": collect,
+    "analyze": analyze,
+    "serve": serve,
     "record": record,
     "demo": demo,
 }

@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from config.model import Config
+from fabric.errors import FabricmonError
 from fabric.model import Fabric
 from store.db import Pool, create_pool
 from store.inventory import ensure_fabric
@@ -71,3 +72,25 @@ async def metrics_endpoint(listen: str | None, registry: CollectorRegistry) -> A
         yield
     finally:
         await runner.cleanup()
+
+
+@asynccontextmanager
+async def serving(app: web.Application, listen: str) -> AsyncIterator[None]:
+    """Serve an aiohttp app on ``host:port`` while the block runs; clean shutdown after."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    host, _, port = listen.rpartition(":")
+    try:
+        await web.TCPSite(runner, host.strip("[]") or "127.0.0.1", int(port)).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise ServiceError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
+    note(f"API on http://{listen}/ (dashboard), /openapi.json, /metrics")
+    try:
+        yield
+    finally:
+        await runner.cleanup()
+
+
+class ServiceError(FabricmonError, OSError):
+    """A service could not start (e.g. its port is taken)."""
