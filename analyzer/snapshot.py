@@ -1,7 +1,9 @@
 """The latest window of every port, read once per evaluation and shared by the checks.
 
 One query: per (switch, port), the last oper status and live speed, and the mean rates over the
-window (``last()`` and ``avg()`` grouped by port over ``time > since``). A 16,384-GPU fabric is
+last 1.5 sampling intervals (``last()`` and ``avg()`` grouped by port): every port's newest
+sample, and at most one before it. A longer reach would only add rows to sort (at 16K GPUs the
+query is most of an evaluation's time). A 16,384-GPU fabric is
 ~82K ports, so this is ~82K small Python objects per evaluation: fine, and the only per-port
 allocation the capacity checks make.
 """
@@ -9,10 +11,13 @@ allocation the capacity checks make.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from analyzer.context import CheckContext
 from store.db import Connection
+
+#: How far back the snapshot reaches, in sampling intervals.
+SNAPSHOT_INTERVALS = 1.5
 
 _SQL = """
 SELECT switch, port,
@@ -46,7 +51,7 @@ async def port_snapshot(conn: Connection, ctx: CheckContext) -> Snapshot:
     cached: Snapshot | None = ctx.memo.get("ports")
     if cached is not None:
         return cached
-    rows = await conn.fetch(_SQL, ctx.since)
+    rows = await conn.fetch(_SQL, ctx.now - timedelta(seconds=SNAPSHOT_INTERVALS * ctx.collect_interval_s))
     snap: Snapshot = {
         (r["switch"], r["port"]): PortNow(
             None if r["oper_status"] is None else r["oper_status"] == 1,

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import sim_scale, topology_build, writer_copy
+from bench import analyzer_eval, api_latency, gnmi_collector, sim_scale, snmp_collector, topology_build, writer_copy
 
 
 def _private_root() -> Path:
@@ -48,6 +48,10 @@ BENCHMARKS = {
     "topology": topology_build.run,
     "writer": writer_copy.run,
     "sim": sim_scale.run,
+    "gnmi_collector": gnmi_collector.run,
+    "snmp_collector": snmp_collector.run,
+    "analyzer": analyzer_eval.run,
+    "api": api_latency.run,
 }
 
 

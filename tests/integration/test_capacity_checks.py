@@ -19,10 +19,10 @@ from collector.pipeline import Pipeline
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState
+from simulator.feed import feed
 from store.db import Pool, create_pool
 from store.inventory import ensure_fabric
 from store.migrate import migrate
-from tests.support.feed import feed
 
 S = 1_000_000_000
 FABRIC = build_aipod(FabricParams(gpus=512))

@@ -31,12 +31,12 @@ from config.model import Config
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState
+from simulator.feed import feed
 from store.db import create_pool
 from store.inventory import ensure_fabric
 from store.migrate import migrate
 from store.pgserver import EmbeddedStore
 from tests.conftest import run_sync
-from tests.support.feed import feed
 
 S = 1_000_000_000
 FABRIC = build_aipod(FabricParams(gpus=512, radix=32))

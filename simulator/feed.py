@@ -1,15 +1,15 @@
-"""Test support: read a simulated fabric's state straight into the collectors' pipeline.
+"""Read a simulated fabric's state straight into a collector Sink, at exact instants.
 
-The protocol layers have their own end-to-end tests; checks of the analyzer are easier to pin
-down when the data arrives at exact instants. This feeds what ``FabricState`` reports at a given
-time through the same :class:`~collector.pipeline.Pipeline` the collectors use (so rates, link
-events and LLDP tables are derived exactly as in production).
+For tests and benchmarks of what comes after the collectors: the protocol layers have their
+own end-to-end tests, and analyzer checks are easier to pin down when data arrives at chosen
+instants. What ``FabricState`` reports goes through the same :class:`~collector.records.Sink`
+(usually the collectors' :class:`~collector.pipeline.Pipeline`), so rates, link events and LLDP
+tables are derived exactly as in production.
 """
 
 from __future__ import annotations
 
-from collector.pipeline import Pipeline
-from collector.records import LldpNeighborReading, LldpReading, PortReading
+from collector.records import LldpNeighborReading, LldpReading, PortReading, Sink
 from simulator.fabric_state import FabricState
 from simulator.view import PortCounters
 
@@ -27,7 +27,7 @@ def reading(switch: str, p: PortCounters, now_ns: int) -> PortReading:
     )  # fmt: skip
 
 
-async def feed(state: FabricState, pipeline: Pipeline, now_ns: int, *, lldp: bool = True) -> None:
+async def feed(state: FabricState, pipeline: Sink, now_ns: int, *, lldp: bool = True) -> None:
     """Every port of every reachable switch at ``now_ns``, and (optionally) every LLDP table."""
     for name in state.switch_names():
         info = state.switch(name)

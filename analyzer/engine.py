@@ -1,0 +1,121 @@
+"""One evaluation of the whole fabric: every check, grouped into the four health checks of the API.
+
+``CHECKS`` is the explicit table of what runs (no discovery). An :class:`Evaluation` holds the
+findings per health check, each check's own status, and what the checks computed on the way
+(oversubscription ratios, rail capacities and loads) for the series and the API.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from analyzer.cabling import check_cabling
+from analyzer.config import AnalyzerConfig
+from analyzer.context import Check, CheckContext
+from analyzer.findings import SEVERITY_ORDER, Finding
+from analyzer.oversubscription import check_oversubscription
+from analyzer.pfc import check_pfc_storms
+from analyzer.rails import check_ecmp, check_rail_capacity, check_rail_load
+from analyzer.stability import check_errors, check_flaps, check_freshness, check_outages
+from fabric.model import Fabric
+from store.db import UNAVAILABLE_ERRORS, Connection
+
+log = logging.getLogger(__name__)
+
+Status = Literal["healthy", "degraded", "critical"]
+
+WORK_MEM = "128MB"
+
+#: The health checks of ``GET /v1/health`` and the checks behind each.
+CHECKS: dict[str, tuple[Check, ...]] = {
+    "rail_symmetry": (check_cabling, check_rail_capacity, check_rail_load, check_ecmp),
+    "oversubscription": (check_oversubscription,),
+    "stability": (check_flaps, check_outages, check_pfc_storms, check_errors),
+    "collection": (check_freshness,),
+}
+
+
+#: The rules each check can produce: a rule whose check broke this round is not "absent".
+RULES_OF: dict[Check, frozenset[str]] = {
+    check_cabling: frozenset({"miswire"}),
+    check_rail_capacity: frozenset({"rail_capacity_asymmetry"}),
+    check_rail_load: frozenset({"rail_load_straggler"}),
+    check_ecmp: frozenset({"ecmp_imbalance"}),
+    check_oversubscription: frozenset({"oversubscription_drift"}),
+    check_flaps: frozenset({"link_flapping", "switch_flapping"}),
+    check_outages: frozenset({"link_outage"}),
+    check_pfc_storms: frozenset({"pfc_storm"}),
+    check_errors: frozenset({"error_rate"}),
+    check_freshness: frozenset({"stale_switch"}),
+}
+
+
+def status_of(findings: list[Finding]) -> Status:
+    """critical if any finding is critical, degraded if any is a warning, else healthy."""
+    worst = max((SEVERITY_ORDER[f.severity] for f in findings), default=0)
+    return "critical" if worst >= 2 else "degraded" if worst >= 1 else "healthy"
+
+
+@dataclass(slots=True)
+class Evaluation:
+    """The result of one evaluation."""
+
+    at: datetime
+    findings: dict[str, list[Finding]]
+    duration_s: float
+    memo: dict[str, Any] = field(default_factory=dict)
+    #: Rules whose checks ran to the end this round (alerts of other rules are left as they are).
+    evaluated_rules: frozenset[str] = frozenset()
+
+    @property
+    def all_findings(self) -> list[Finding]:
+        return [f for fs in self.findings.values() for f in fs]
+
+    @property
+    def status(self) -> Status:
+        return status_of(self.all_findings)
+
+    def check_status(self, name: str) -> Status:
+        return status_of(self.findings.get(name, []))
+
+
+def context_for(fabric: Fabric, config: AnalyzerConfig, now: datetime, collect_interval_s: float) -> CheckContext:
+    """The evaluation context: the window spans a few sampling intervals (at least two samples)."""
+    window = max(config.window_intervals * collect_interval_s, 2.5 * collect_interval_s)
+    return CheckContext(fabric, config.thresholds, now, collect_interval_s=collect_interval_s, window_s=window)
+
+
+async def evaluate(conn: Connection, ctx: CheckContext) -> Evaluation:
+    """Run every check. A check that breaks is logged and listed in ``memo["errors"]``; the others
+    still run (one bug must not blind the rest). Losing the database ends the evaluation."""
+    started = time.perf_counter()
+    # The port snapshot groups ~82K ports at 16K GPUs: enough memory lets it hash instead of
+    # sorting on disk (measured 0.75 s → see docs/benchmarks.md). Pool connections RESET ALL on release.
+    await conn.execute(f"SET work_mem = '{WORK_MEM}'")
+    # Parallel workers cost more than they save on these ~100 ms queries, and take cores the
+    # collectors need: one backend per evaluation.
+    await conn.execute("SET max_parallel_workers_per_gather = 0")
+    results: dict[str, list[Finding]] = {}
+    errors: list[str] = ctx.memo.setdefault("errors", [])
+    evaluated: set[str] = set()
+    timings: dict[str, float] = ctx.memo.setdefault("check_seconds", {})
+    for name, checks in CHECKS.items():
+        found: list[Finding] = []
+        for check in checks:
+            t0 = time.perf_counter()
+            try:
+                found.extend(await check(conn, ctx))
+                evaluated |= RULES_OF.get(check, frozenset())
+            except UNAVAILABLE_ERRORS:
+                raise
+            except Exception as exc:
+                log.exception("check %s failed", check.__name__)
+                errors.append(f"{check.__name__}: {exc}")
+            finally:
+                timings[check.__name__] = round(time.perf_counter() - t0, 4)
+        results[name] = found
+    return Evaluation(ctx.now, results, time.perf_counter() - started, ctx.memo, frozenset(evaluated))

@@ -1,0 +1,155 @@
+"""``fabricmon analyze``: evaluate the fabric every ``interval_s``, keep the verdict, raise alerts.
+
+Each round: run every check over the latest window (one connection), store the oversubscription
+series and the run's report, evaluate the SLOs and the registered jobs, then turn findings into
+alert transitions (each with its webhook deliveries, in one transaction) and wake the webhook
+sender. A round that cannot reach the database is skipped and retried; alerts and deliveries
+live in the database, so a restart neither re-fires nor forgets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from analyzer.alerts import SyncResult, sync_alerts
+from analyzer.engine import Evaluation, context_for, evaluate
+from analyzer.jobs import Job, dumps, job_health, load_jobs
+from analyzer.objectives import Objective, evaluate_objectives
+from analyzer.oversubscription import Ratio
+from analyzer.report import build_report
+from analyzer.webhooks import WebhookSender
+from config.model import Config
+from fabric.model import Fabric
+from store.db import UNAVAILABLE_ERRORS, Connection, Pool
+
+log = logging.getLogger(__name__)
+
+
+def collect_interval(config: Config) -> float:
+    """The slowest sampling interval among the protocols in use (freshness and windows follow it)."""
+    protocols = {t.protocol for t in config.targets} or {"gnmi"}
+    intervals = {"gnmi": config.collector.gnmi_interval_s, "snmp": config.collector.snmp_interval_s}
+    return max(intervals[p] for p in protocols)
+
+
+async def assess(
+    conn: Connection, fabric: Fabric, config: Config, now: datetime, extra_jobs: tuple[Job, ...] = ()
+) -> tuple[Evaluation, list[Objective], dict[str, Any]]:
+    """One read-only evaluation: findings, objectives, jobs and the report."""
+    ctx = context_for(fabric, config.analyzer, now, collect_interval(config))
+    ev = await evaluate(conn, ctx)
+    objectives = await evaluate_objectives(
+        conn, fabric, config.analyzer.slo, now, config.analyzer.thresholds.fatal_outage_s
+    )
+    gpu_avail = next((o.current for o in objectives if o.name == "gpu_network_availability"), 1.0)
+    jobs = [*await load_jobs(conn), *extra_jobs]
+    health = [job_health(j, fabric, ev.all_findings, gpu_avail, now) for j in jobs]
+    return ev, objectives, build_report(ev, objectives, health)
+
+
+async def store_run(conn: Connection, ev: Evaluation, report: dict[str, Any]) -> None:
+    """Keep the oversubscription series and the run's verdict."""
+    ratios: list[Ratio] = ev.memo.get("oversubscription", [])
+    rows = [
+        (ev.at, r.scope, r.name, r.down_gbps, r.up_gbps, None if r.up_gbps == 0 else r.ratio, r.design_ratio)
+        for r in ratios
+    ]
+    async with conn.transaction():
+        if rows:
+            await conn.copy_records_to_table(
+                "oversubscription",
+                records=rows,
+                columns=["time", "scope", "name", "down_gbps", "up_gbps", "ratio", "design_ratio"],
+            )
+        await conn.execute(
+            "INSERT INTO analyzer_runs (time, status, duration_s, findings, report) VALUES ($1, $2, $3, $4, $5::jsonb) "
+            "ON CONFLICT (time) DO NOTHING",
+            ev.at,
+            ev.status,
+            ev.duration_s,
+            len(ev.all_findings),
+            dumps(report),
+        )
+
+
+async def latest_report(conn: Connection) -> dict[str, Any] | None:
+    """The newest stored verdict."""
+    raw = await conn.fetchval("SELECT report FROM analyzer_runs ORDER BY time DESC LIMIT 1")
+    return None if raw is None else dict(json.loads(raw))
+
+
+class AnalyzerService:
+    """The analyzer loop and the webhook sender it feeds."""
+
+    def __init__(self, config: Config, fabric: Fabric, pool: Pool) -> None:
+        self.config = config
+        self.fabric = fabric
+        self.pool = pool
+        self.sender = WebhookSender(pool, config.alerts.webhooks)
+        self.last_report: dict[str, Any] | None = None
+        self.last_sync: SyncResult | None = None
+        self.rounds = 0
+        self.failed_rounds = 0
+
+    async def evaluate_once(self, now: datetime | None = None) -> dict[str, Any]:
+        """One round: evaluate, store, sync alerts, wake the sender."""
+        now = now or datetime.now(UTC)
+        async with self.pool.acquire() as conn:
+            ev, _, report = await assess(conn, self.fabric, self.config, now)
+            await store_run(conn, ev, report)
+        result = await sync_alerts(
+            self.pool,
+            ev.all_findings,
+            now=now,
+            hold_down_s=self.config.analyzer.resolve_hold_down_s,
+            webhooks=self.config.alerts.webhooks,
+            settings=self.config.alerts,
+            evaluated_rules=ev.evaluated_rules,
+        )
+        if result.deliveries:
+            self.sender.notify()
+        self.last_report = report
+        self.last_sync = result
+        self.rounds += 1
+        log.info("evaluation: %s, %d finding(s), %s", ev.status, len(ev.all_findings), result)
+        return report
+
+    async def drain_webhooks(self, timeout_s: float) -> int:
+        """Send what is pending (for one-shot runs); return what is still pending after ``timeout_s``."""
+        sender = asyncio.create_task(self.sender.run(), name="webhook-sender")
+        self.sender.notify()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            for _ in range(int(timeout_s / 0.2) + 1):  # polls the outbox: deliveries live in the database
+                left = sum((await self.sender.pending()).values())
+                if not left or loop.time() >= deadline:
+                    return left
+                await asyncio.sleep(0.2)
+            return sum((await self.sender.pending()).values())
+        finally:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Evaluate every ``interval_s`` until ``stop``; the sender runs beside."""
+        sender = asyncio.create_task(self.sender.run(), name="webhook-sender")
+        try:
+            while not stop.is_set():
+                try:
+                    await self.evaluate_once()
+                except UNAVAILABLE_ERRORS as exc:
+                    self.failed_rounds += 1
+                    log.warning("evaluation skipped, database unavailable: %s", exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.config.analyzer.interval_s)
+        finally:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender

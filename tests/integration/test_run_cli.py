@@ -1,0 +1,162 @@
+"""The services as a user runs them: ``fabricmon sim`` and ``fabricmon run`` as processes, the API
+over HTTP, ``fabricmon check`` exit codes (fabric and job pre-flight), a clean SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from store.pgserver import EmbeddedStore
+
+FAST = """
+collector: {gnmi_interval_s: 1.0, snmp_interval_s: 1.0}
+analyzer: {interval_s: 1.0, resolve_hold_down_s: 1.0}
+database: {writer: {flush_interval_s: 0.2}}
+"""
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cli(*args: str, env: dict[str, str], **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli.main", *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
+
+
+def _get(url: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def _until(cond: Any, within_s: float, what: str) -> Any:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            got = cond()
+        except OSError:
+            got = None
+        if got:
+            return got
+        time.sleep(0.3)
+    raise AssertionError(f"{what}: not within {within_s}s")
+
+
+@pytest.fixture
+def services(pg_store: EmbeddedStore, tmp_path: Path) -> Iterator[tuple[dict[str, str], Path, str, str]]:
+    env = {**os.environ, "FABRICMON_DATABASE__DSN": pg_store.dsn()}
+    sim_cfg = tmp_path / "sim.yaml"
+    sim = _cli(
+        "sim",
+        "--gpus",
+        "512",
+        "--gnmi",
+        "127.0.0.1:0",
+        "--snmp",
+        "127.0.0.1:0",
+        "--control",
+        "127.0.0.1:0",
+        "--write-config",
+        str(sim_cfg),
+        "--json",
+        env=env,
+    )
+    assert sim.stdout is not None
+    text = ""
+    while not text.rstrip().endswith("}"):
+        text += sim.stdout.readline()
+    control = "http://" + json.loads(text)["control"]
+    config = tmp_path / "fabricmon.yaml"
+    config.write_text(
+        sim_cfg.read_text().replace("collector:\n  gnmi_interval_s: 10.0\n  snmp_interval_s: 10.0\n", "") + FAST
+    )
+    api = f"127.0.0.1:{_port()}"
+    run = _cli("run", "--config", str(config), "--listen", api, env=env)
+    try:
+        yield env, config, f"http://{api}", control
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=40)
+        assert run.returncode == 0, err
+        assert "collector drained" in err and "Traceback" not in err
+    finally:
+        for p in (run, sim):
+            if p.poll() is None:
+                p.kill()
+            p.communicate(timeout=20)
+
+
+def _check(env: dict[str, str], config: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "check", "--config", str(config), "--json", *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_run_serves_and_check_tells_the_scheduler(
+    services: tuple[dict[str, str], Path, str, str], tmp_path: Path
+) -> None:
+    env, config, api, control = services
+    _until(lambda: _get(f"{api}/v1/health")[1].get("status") == "healthy", 60, "a healthy verdict")
+    code, report = _check(env, config)
+    assert code == 0 and report["status"] == "healthy"
+
+    req = urllib.request.Request(
+        f"{control}/faults", data=b'{"kind": "link_down", "switch": "lf-g1-r3"}', method="POST"
+    )
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert r.status == 201
+    _until(lambda: _get(f"{api}/v1/health")[1].get("status") == "critical", 30, "a critical verdict")
+    code, report = _check(env, config)
+    assert code == 2 and report["checks"]["oversubscription"]["status"] == "degraded"
+    # Pre-flight: every server of this 512-GPU fabric is under leaf lf-g1-r3 (one group), so a job
+    # anywhere sees the fault on rail 3.
+    job = tmp_path / "job.yaml"
+    job.write_text("id: llm-7b\nhosts: [srv-g1-001, srv-g1-002]\nexpected_days: 12\n")
+    code, report = _check(env, config, "--job", str(job))
+    assert code == 2 and report["job"]["id"] == "llm-7b" and 3 in report["job"]["rails_affected"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("hosts: []\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "check", "--config", str(config), "--job", str(bad)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 3 and "hosts" in proc.stderr and "Traceback" not in proc.stderr
+    rules = _until(
+        lambda: (
+            {a["rule"] for a in _get(f"{api}/v1/alerts?state=firing")[1].get("items", [])}
+            >= {"oversubscription_drift", "rail_capacity_asymmetry"}
+        ),
+        15,
+        "the alerts",
+    )
+    assert rules
