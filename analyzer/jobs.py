@@ -9,7 +9,6 @@ per-GPU network availability).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -124,8 +123,3 @@ def job_health(
         "remaining_days": round(job.remaining_days(now), 3),
         "interruption_probability": round(job_interruption(gpu_availability, gpus, job.remaining_days(now)), 6),
     }
-
-
-def dumps(data: Any) -> str:
-    """JSON for reports (datetimes as ISO strings)."""
-    return json.dumps(data, default=lambda o: o.isoformat() if isinstance(o, datetime) else str(o))

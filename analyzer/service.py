@@ -18,9 +18,10 @@ from typing import Any
 
 from analyzer.alerts import SyncResult, sync_alerts
 from analyzer.engine import Evaluation, context_for, evaluate
-from analyzer.jobs import Job, dumps, job_health, load_jobs
+from analyzer.jobs import Job, job_health, load_jobs
 from analyzer.objectives import Objective, evaluate_objectives
 from analyzer.oversubscription import Ratio
+from analyzer.payloads import dumps
 from analyzer.report import build_report
 from analyzer.webhooks import WebhookSender
 from config.model import Config
@@ -73,7 +74,7 @@ async def store_run(conn: Connection, ev: Evaluation, report: dict[str, Any]) ->
             ev.status,
             ev.duration_s,
             len(ev.all_findings),
-            dumps(report),
+            dumps(report).decode(),  # strict JSON: an infinite ratio (no uplink left) is null
         )
 
 
@@ -96,12 +97,17 @@ class AnalyzerService:
         self.rounds = 0
         self.failed_rounds = 0
 
-    async def evaluate_once(self, now: datetime | None = None) -> dict[str, Any]:
-        """One round: evaluate, store, sync alerts, wake the sender."""
+    async def evaluate_once(self, now: datetime | None = None, *, alerts: bool = True) -> dict[str, Any]:
+        """One round: evaluate, store, sync alerts (unless ``alerts`` is False), wake the sender."""
         now = now or datetime.now(UTC)
         async with self.pool.acquire() as conn:
             ev, _, report = await assess(conn, self.fabric, self.config, now)
             await store_run(conn, ev, report)
+        self.last_report = report
+        self.rounds += 1
+        if not alerts:
+            log.info("evaluation (warming up, no alerts yet): %s, %d finding(s)", ev.status, len(ev.all_findings))
+            return report
         result = await sync_alerts(
             self.pool,
             ev.all_findings,
@@ -113,9 +119,7 @@ class AnalyzerService:
         )
         if result.deliveries:
             self.sender.notify()
-        self.last_report = report
         self.last_sync = result
-        self.rounds += 1
         log.info("evaluation: %s, %d finding(s), %s", ev.status, len(ev.all_findings), result)
         return report
 
@@ -137,16 +141,29 @@ class AnalyzerService:
             with contextlib.suppress(asyncio.CancelledError):
                 await sender
 
+    def warmup_s(self) -> float:
+        """How long a starting analyzer evaluates without raising alerts.
+
+        Collectors that start together with it have not delivered their first samples yet; without
+        a warm-up every switch would page as stale for its first intervals.
+        """
+        return self.config.analyzer.thresholds.stale_intervals * collect_interval(self.config)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Evaluate every ``interval_s`` until ``stop``; the sender runs beside."""
         sender = asyncio.create_task(self.sender.run(), name="webhook-sender")
+        loop = asyncio.get_running_loop()
+        alerts_from = loop.time() + self.warmup_s()
         try:
             while not stop.is_set():
                 try:
-                    await self.evaluate_once()
+                    await self.evaluate_once(alerts=loop.time() >= alerts_from)
                 except UNAVAILABLE_ERRORS as exc:
                     self.failed_rounds += 1
                     log.warning("evaluation skipped, database unavailable: %s", exc)
+                except Exception:  # one bad round must not end the analyzer: log it, try the next
+                    self.failed_rounds += 1
+                    log.exception("evaluation failed; retrying next round")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.config.analyzer.interval_s)
         finally:

@@ -16,6 +16,8 @@ class RetentionConfig(Section):
     pfc_counters_days: float = Field(7.0, gt=0)
     link_events_days: float = Field(90.0, gt=0)
     reachability_days: float = Field(30.0, gt=0)
+    oversubscription_days: float = Field(90.0, gt=0)
+    analyzer_runs_days: float = Field(30.0, gt=0)
     compress_after_hours: float = Field(6.0, gt=0)
     #: How often the service runs drop_chunks itself when the server has no retention policies.
     drop_chunks_every_s: float = Field(3600.0, gt=0)

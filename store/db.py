@@ -79,3 +79,15 @@ def redact_dsn(dsn: str) -> str:
     creds, host = rest.rsplit("@", 1)
     user = creds.split(":", 1)[0]
     return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://{user}@{host}"
+
+
+async def recreate_database(admin_dsn: str, name: str) -> None:
+    """Drop (forcing sessions off) and create database ``name`` in the cluster of ``admin_dsn``."""
+    if not name.replace("_", "").isalnum():
+        raise StoreError(f"refusing an odd database name {name!r}")
+    conn = await asyncpg.connect(admin_dsn, timeout=30)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()

@@ -44,6 +44,8 @@ def hypertables(config: RetentionConfig) -> list[HypertableRetention]:
         HypertableRetention("pfc_counters", config.pfc_counters_days, "switch, port, priority"),
         HypertableRetention("link_events", config.link_events_days, "switch, port"),
         HypertableRetention("switch_reachability", config.reachability_days, "switch"),
+        HypertableRetention("oversubscription", config.oversubscription_days, "scope, name"),
+        HypertableRetention("analyzer_runs", config.analyzer_runs_days, "status"),
     ]
 
 

@@ -185,7 +185,6 @@ class BatchWriter:
                 self.stats.last_error = str(exc)
                 log.warning("%s: database unavailable, %d rows kept for retry", self.table, self.pending)
 
-
     async def _write_batch(self, batch: Sequence[Row]) -> int:
         self.stats.batches += 1
         try:
