@@ -7,9 +7,13 @@
   window (a link degraded to 200G is held twice as long per frame), else its design speed.
 * **Sustained**: per port, priority and direction, the run of samples at or above
   ``pfc_pause_ratio`` that ends with the port's latest sample in the window (a storm that
-  stopped is over); its length is the sum of those samples' ``interval_s``. A tree is a storm when
-  one of its members has been paused for ``pfc_storm_min_s``. The window is ``ctx.window_s``,
-  stretched to ``pfc_storm_min_s`` plus two sampling intervals when that is longer.
+  stopped is over); its length is the sum of those samples' ``interval_s``, except the sample the
+  storm began in (the run's first, when a quiet sample precedes it in the window): the storm
+  filled only part of that interval, so it counts the share its rate bears to the next sample's,
+  and nothing while it is the only one. A first sample over a long interval (a gap in the stream)
+  thus proves no length it did not see. A tree is a storm when one of its members has been
+  paused for ``pfc_storm_min_s``. The window is ``ctx.window_s``, stretched to
+  ``pfc_storm_min_s`` plus two sampling intervals when that is longer.
 * **Priorities**: per-priority rows (0..7) when a port has them; the per-interface totals (-1,
   IEEE8021-PFC-MIB over SNMP) otherwise, and a total matches any priority when trees are joined.
 * **The origin** (:func:`pause_trees`): pauses travel upstream. A switch that receives pauses
@@ -21,8 +25,12 @@
   The origin is the strongest root of that graph (a strongly connected component nothing else
   feeds, so parallel links that carry pauses back to the origin's own switch make no loop without
   a root): the deepest sender, e.g. the leaf port facing a stuck receiver, or the port facing an
-  outside source. One finding per tree (weakly connected component), keyed by the origin; every
-  other paused port is in its scope and details.
+  outside source. A sender is judged by both ends of its link: its own sent pauses and its
+  peer's received ones count the same frames, but the two switches are sampled at different
+  instants (gNMI leaves, SNMP spines), so either end may still show a partial first sample, or
+  nothing yet; the stronger of the two is the link's. A sender seen only by its peer is still
+  named as the sender. One finding per tree (weakly connected component), keyed by the origin;
+  every other paused port is in its scope and details.
 * **Severity**: critical when the origin is held :data:`PFC_CRITICAL_FACTOR` times
   ``pfc_pause_ratio`` or more, or the storm spread to another switch (head-of-line blocking
   beyond one link stalls every flow through it); warning otherwise.
@@ -32,7 +40,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -59,21 +67,34 @@ _DIRECTIONS: tuple[tuple[Direction, int], ...] = (("tx", 1), ("rx", 2))
 
 def pause_ratio(pps: float | None, speed_bps: float | None) -> float:
     """Share of time ``pps`` maximum-quanta pause frames hold a ``speed_bps`` link (0..1)."""
+    return min(1.0, pause_load(pps, speed_bps))
+
+
+def pause_load(pps: float | None, speed_bps: float | None) -> float:
+    """:func:`pause_ratio` before it is capped at 1: pauses refreshed before they expire still count."""
     if not pps or pps <= 0 or not speed_bps or speed_bps <= 0:
         return 0.0
-    return min(1.0, pps * PAUSE_QUANTA_BITS / speed_bps)
+    return pps * PAUSE_QUANTA_BITS / speed_bps
 
 
 def trailing_run(samples: Sequence[tuple[float, float]], threshold: float) -> tuple[float, float, float]:
     """``(seconds, peak, latest)`` ratio of the run at or above ``threshold`` ending with the last of
-    ``samples`` (``(interval_s, ratio)`` in time order); ``(0, 0, latest)`` when the last is below."""
-    seconds = peak = 0.0
-    for interval, ratio in reversed(samples):
-        if ratio <= 0 or ratio < threshold:
-            break
-        seconds += interval
-        peak = max(peak, ratio)
-    return seconds, peak, samples[-1][1] if samples else 0.0
+    ``samples`` (``(interval_s, ratio)`` in time order); ``(0, 0, latest)`` when the last is below.
+
+    When a sample below ``threshold`` precedes the run, the storm began within the run's first
+    interval: that sample counts ``interval x min(1, ratio / next ratio)`` seconds, and none while
+    it is the run's only sample. A run reaching back to the first of ``samples`` counts in full."""
+    start = len(samples)
+    while start > 0 and 0 < samples[start - 1][1] >= threshold:
+        start -= 1
+    run = samples[start:]
+    if not run:
+        return 0.0, 0.0, samples[-1][1] if samples else 0.0
+    seconds = sum(interval for interval, _ in run)
+    if start > 0:  # began within the first interval of the run, somewhere
+        (first, ratio), rest = run[0], run[1:]
+        seconds -= first if not rest else first * (1.0 - min(1.0, ratio / rest[0][1]))
+    return seconds, max(ratio for _, ratio in run), run[-1][1]
 
 
 def compatible(a: int, b: int) -> bool:
@@ -93,6 +114,7 @@ class Pausing:
     peak: float
     sustained_s: float
     pps: float
+    load: float = 0.0  # latest, before the ratio's cap at 1: tells saturated ports apart
 
     @property
     def key(self) -> PortKey:
@@ -112,12 +134,17 @@ class Pausing:
 
 @dataclass(frozen=True, slots=True)
 class Storm:
-    """One pause tree: its origin, how the origin is known, and everything paused in it."""
+    """One pause tree: its origin, how the origin is known, and everything paused in it.
+
+    A ``sender`` origin is the sending port as both ends of its link see it (``seen``: its own
+    sent pauses, its peer's received ones; see :func:`_link_view`); a ``facing_source`` origin is
+    the receiving port's own sample."""
 
     origin: Pausing
     kind: Literal["sender", "facing_source"]  # the deepest sender, or the port facing an outside source
     members: tuple[Pausing, ...]
     other_origins: tuple[Pausing, ...]
+    seen: tuple[Pausing, ...] = ()  # the members the origin is known by
 
 
 Node = tuple[str, ...]
@@ -199,35 +226,54 @@ def _storms(items: list[Pausing], attach: dict[Pausing, Node], edges: dict[Node,
     by_node: dict[Node, list[Pausing]] = defaultdict(list)
     for x in items:
         by_node[attach[x]].append(x)
-    roots: dict[int, Pausing] = {}  # root SCC -> its strongest sender or outside-facing receiver
+    roots: dict[int, tuple[Pausing, Node]] = {}  # root SCC -> its strongest sender or outside-facing receiver
     for node, xs in by_node.items():
         c = comp[node]
         if c in fed or node[0] == "hub":
             continue
-        for x in xs:
-            # a sender, or the receiving end when the sender is outside or unseen
-            candidate = x.direction == "tx" or not any(y.direction == "tx" for y in xs)
-            if candidate and (c not in roots or _strength(x) > _strength(roots[c])):
-                roots[c] = x
+        x = _link_view(node, xs)
+        if c not in roots or _strength(x) > _strength(roots[c][0]):
+            roots[c] = (x, node)
     tree_of = {n: i for i, tree in enumerate(_weak_components(edges)) for n in tree}
     members: dict[int, list[Pausing]] = defaultdict(list)
     for x in items:
         members[tree_of[attach[x]]].append(x)
-    origins: dict[int, list[Pausing]] = defaultdict(list)
-    for x in roots.values():
-        origins[tree_of[attach[x]]].append(x)
+    origins: dict[int, list[tuple[Pausing, Node]]] = defaultdict(list)
+    for x, node in roots.values():
+        origins[tree_of[node]].append((x, node))
     storms: list[Storm] = []
     for i, xs in sorted(members.items(), key=lambda kv: min(_order(x) for x in kv[1])):
         if not origins[i]:
             continue
-        o, *others = sorted(origins[i], key=_strength, reverse=True)
-        kind: Literal["sender", "facing_source"] = "sender" if o.direction == "tx" else "facing_source"
-        storms.append(Storm(o, kind, tuple(sorted(xs, key=_order)), tuple(others)))
+        (o, node), *others = sorted(origins[i], key=lambda xn: _strength(xn[0]), reverse=True)
+        kind: Literal["sender", "facing_source"] = "facing_source" if node[0] == "ext" else "sender"
+        seen = tuple(sorted(by_node[node], key=_order))
+        storms.append(Storm(o, kind, tuple(sorted(xs, key=_order)), tuple(x for x, _ in others), seen))
     return storms
 
 
-def _strength(x: Pausing) -> tuple[float, float, str, str]:
-    return (x.ratio, x.sustained_s, x.switch, x.port)
+def _link_view(node: Node, xs: list[Pausing]) -> Pausing:
+    """The pauses of a root node as the port they start from: an outside source's by the receiving
+    port's sample; a sender's by the stronger end of its link, named as the sender.
+
+    The sender's sent pauses and its peer's received ones are the same frames, sampled at other
+    instants: while a storm starts, one end may show a partial first sample, or (its samples lag,
+    or fell just below threshold) nothing at all, when the other already shows the full rate.
+    """
+    if node[0] != "tx":
+        return max(xs, key=_strength)
+    own = next((x for x in xs if x.direction == "tx"), None)
+    best = max(xs, key=lambda x: (x.ratio, x.load, x.sustained_s, x is own))  # the sender's own on a tie
+    if best is own:
+        return replace(own, peak=max(x.peak for x in xs), sustained_s=max(x.sustained_s for x in xs))
+    return Pausing(
+        node[1], node[2], own.priority if own is not None else best.priority, "tx", best.ratio,
+        max(x.peak for x in xs), max(x.sustained_s for x in xs), best.pps, best.load,
+    )  # fmt: skip
+
+
+def _strength(x: Pausing) -> tuple[float, float, float, str, str]:
+    return (x.ratio, x.load, x.sustained_s, x.switch, x.port)
 
 
 def _order(x: Pausing) -> tuple[str, tuple[str, int, str], int, str]:
@@ -339,11 +385,14 @@ async def read_pausing(conn: Connection, ctx: CheckContext) -> list[Pausing]:
         now = snap.get((switch, port))
         speed = _speed(ctx.fabric, switch, port, now.speed_bps if now is not None else None)
         for direction, col in _DIRECTIONS:
-            run = [(iv, pause_ratio(smp[col], speed)) for smp in samples if (iv := smp[0]) is not None]
+            # uncapped, so that a partial first sample is prorated by its frames, not a saturated ratio
+            run = [(iv, pause_load(smp[col], speed)) for smp in samples if (iv := smp[0]) is not None]
             seconds, peak, latest = trailing_run(run, th.pfc_pause_ratio)
-            if seconds > 0:
+            if peak > 0:  # paused now, if only since its latest sample
                 pps = samples[-1][col] or 0.0
-                out.append(Pausing(switch, port, prio, direction, latest, peak, seconds, pps))
+                out.append(
+                    Pausing(switch, port, prio, direction, min(1.0, latest), min(1.0, peak), seconds, pps, latest)
+                )
     return out
 
 
@@ -370,6 +419,7 @@ def _finding(ctx: CheckContext, storm: Storm) -> Finding:
     spread = {m.switch for m in storm.members if m.direction == "tx"} - {o.switch}
     ports = sorted({m.key for m in storm.members} | {o.key}, key=lambda k: (k[0], port_order(k[1])))
     others = len(ports) - 1
+    lasted = max([o.sustained_s, *(m.sustained_s for m in storm.members)])  # what made it a storm
     far = fabric.peer(Endpoint(o.switch, o.port))
     if storm.kind == "sender":
         held = f"{far.node}:{far.port}" if far is not None else "its peer"
@@ -383,13 +433,18 @@ def _finding(ctx: CheckContext, storm: Storm) -> Finding:
         rule="pfc_storm",
         key=f"{o.switch}:{o.port}:{prio}",
         severity="critical" if critical else "warning",
-        summary=f"{head} {o.ratio:.0%} of the time for {human_s(o.sustained_s)}{tail}",
+        summary=f"{head} {o.ratio:.0%} of the time for {human_s(lasted)}{tail}",
         scope=links_scope(fabric, ports),
         details={
-            "origin": {**o.as_dict(), "kind": storm.kind, "peer": f"{far.node}:{far.port}" if far else None},
+            "origin": {
+                **o.as_dict(),
+                "kind": storm.kind,
+                "peer": f"{far.node}:{far.port}" if far else None,
+                "seen_at": sorted({f"{x.switch}:{x.port}" for x in storm.seen}),
+            },
             "priority": o.priority,
             "pause_ratio": o.ratio,
-            "sustained_s": o.sustained_s,
+            "sustained_s": lasted,
             "spread_to_switches": sorted(spread),
             "affected_ports": [f"{s}:{p}" for s, p in ports],
             "members": [m.as_dict() for m in storm.members],

@@ -8,6 +8,7 @@ written with COPY as the store's records.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -27,12 +28,12 @@ from collector.records import PortReading
 from fabric.model import Endpoint, Fabric, FabricParams
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState
+from simulator.feed import feed
 from store.config import WriterConfig
 from store.db import Pool, create_pool
 from store.inventory import ensure_fabric
 from store.migrate import migrate
 from store.records import LinkEvent, PfcSample, PortSample, Reachability
-from tests.support.feed import feed
 
 S = 1_000_000_000
 FABRIC = build_aipod(FabricParams(gpus=512))  # one group: 8 leaves, one spine per rail, 4 superspines
@@ -342,6 +343,103 @@ async def test_ports_of_a_spine_dropping_within_seconds_are_the_spine(small: Poo
     assert sw.details["ports"] == [f"swp{i}" for i in range(3, 9)]
     assert sw.scope.gpus == 16 and "lf-g2-r1:swp11" in sw.scope.ports  # both leaves' rail-1 GPUs
     assert [f.key for f in rules["link_outage"]] == ["sp-r1-1"]
+
+
+# --- PFC: the two ends of a link sampled at different instants ----------------------------------
+
+STORM = (6.86, 14.86)  # seconds after T0: lf-g1-r2:swp9 sends 20K pauses/s to sp-r2-1:swp1
+SKEWED = ("lf-g1-r2", "lf-g2-r2", "sp-r2-1", "ssp-1", "ssp-2", "ssp-3", "ssp-4")
+
+
+def _pause_rates(fabric: Fabric) -> dict[tuple[str, str, str], float]:
+    """(switch, port, "tx"/"rx") -> pauses/s during the storm: the leaf port's, and the spine's
+    quarter of it on every other port (back to the leaf over its parallel uplinks, too)."""
+    rates = {("lf-g1-r2", "swp9", "tx"): 20_000.0, ("sp-r2-1", "swp1", "rx"): 20_000.0}
+    for p in fabric.ports("sp-r2-1")[1:]:
+        assert p.peer is not None
+        rates[("sp-r2-1", p.name, "tx")] = rates[(p.peer.node, p.peer.port, "rx")] = 5_000.0
+    return rates
+
+
+def _skewed_rows(
+    fabric: Fabric, leaf_lag_s: float, spine_priorities: bool
+) -> list[tuple[float, list[PortSample], list[PfcSample]]]:
+    """What each switch's collector stores, as ``(arrival, port rows, PFC rows)`` in arrival order.
+
+    Leaves stream over gNMI (~0.1 s past each second, rows arriving 0.4-0.7 s later; the storm's
+    leaf misses the sample after the storm began, so its first storm sample is a 2.2 s interval
+    at a fifth of the rate, and its rows arrive ``leaf_lag_s`` late); spines and superspines are
+    polled over SNMP ~0.6 s later (totals only on superspines, and on the spine unless
+    ``spine_priorities``). Every instant jitters by up to 80 ms."""
+    rnd = random.Random(7)
+    rates = _pause_rates(fabric)
+    out = []
+    for name in SKEWED:
+        leaf = name.startswith("lf-")
+        offset = 0.1 if leaf else 0.7 if name.startswith("sp-") else 0.75
+        times = [k + offset + rnd.uniform(-0.08, 0.08) for k in range(21)]
+        if name == "lf-g1-r2":
+            times[5], times[7] = 5.1, 7.3
+            del times[6]
+        prios = range(8) if leaf or (name.startswith("sp-") and spine_priorities) else (-1,)
+        counts: dict[tuple[str, str], float] = {}
+        for i, t in enumerate(times):
+            iv = t - times[i - 1] if i else None
+            ports, pfc = [], []
+            for p in fabric.ports(name):
+                ports.append(PortSample(T0 + timedelta(seconds=t), name, p.name, 1, 400 * 10**9, interval_s=iv))
+                frames = {}
+                for d in ("tx", "rx"):  # pauses sent/received in the interval: the storm's share of it
+                    seen = min(t, STORM[1]) - max(times[i - 1] if i else t, STORM[0])
+                    frames[d] = rates.get((name, p.name, d), 0.0) * max(0.0, seen)
+                    counts[(p.name, d)] = counts.get((p.name, d), 0.0) + frames[d]
+                for prio in prios:
+                    hit = prio in (3, -1)
+                    rx, tx = (round(counts[(p.name, d)]) if hit else 0 for d in ("rx", "tx"))
+                    rx_pps, tx_pps = ((frames[d] if hit else 0.0) / iv if iv else None for d in ("rx", "tx"))
+                    pfc.append(PfcSample(T0 + timedelta(seconds=t), name, p.name, prio, rx, tx, iv, rx_pps, tx_pps))
+            lag = leaf_lag_s if name == "lf-g1-r2" else rnd.uniform(0.4, 0.7) if leaf else 0.1
+            out.append((t + lag, ports, pfc))
+    return sorted(out, key=lambda r: r[0])
+
+
+@pytest.mark.parametrize("spine_priorities", [True, False], ids=["spine-per-priority", "spine-totals"])
+@pytest.mark.parametrize("leaf_lag_s", [0.9, 2.5], ids=["leaf-lags", "leaf-stalls"])
+async def test_a_pfc_storm_sampled_at_skewed_instants_is_named_by_its_sending_port(
+    small: Pool, leaf_lag_s: float, spine_priorities: bool
+) -> None:
+    # At 1 s sampling, evaluated every 0.1 s while the rows arrive: whichever end of the link shows
+    # the storm first, partially or in full, the storm is lf-g1-r2:swp9's, and only once it lasted 2 s.
+    rows = _skewed_rows(SMALL, leaf_lag_s, spine_priorities)
+    seen: dict[float, list[Finding]] = {}
+    async with small.acquire() as conn:
+        for step in range(50, 220):
+            now = step / 10
+            arrived = [r for r in rows if r[0] <= now]
+            rows = rows[len(arrived) :]
+            if arrived:
+                ports = [x for _, xs, _ in arrived for x in xs]
+                pfc = [x for _, _, xs in arrived for x in xs]
+                await conn.copy_records_to_table("port_counters", records=ports, columns=PortSample._fields)
+                await conn.copy_records_to_table("pfc_counters", records=pfc, columns=PfcSample._fields)
+            th = ThresholdsConfig(pfc_storm_min_s=2.0)
+            ctx = CheckContext(SMALL, th, T0 + timedelta(seconds=now), collect_interval_s=1.0, window_s=3.0)
+            seen[now] = await check_pfc_storms(conn, ctx)
+    for now, found in seen.items():
+        age = now - STORM[0]
+        for f in found:
+            origin = f.details["origin"]
+            assert (origin["port"], origin["kind"], origin["direction"]) == ("lf-g1-r2:swp9", "sender", "tx"), (
+                now,
+                f.summary,
+            )
+            assert f.key == "lf-g1-r2:swp9:3" or (not spine_priorities and f.key == "lf-g1-r2:swp9:all"), (now, f.key)
+            assert f.summary.startswith("PFC storm from lf-g1-r2:swp9 (priority ") and f.severity == "critical"
+            assert origin["ratio"] == 1.0 or age > STORM[1] - STORM[0], (now, origin)  # either end's full rate
+            assert {*origin["seen_at"]} <= {"lf-g1-r2:swp9", "sp-r2-1:swp1"}  # the one link, by one end or both
+        assert not found or age >= 2.0, (now, [f.summary for f in found])  # sustained: as long as it lasted
+        assert len(found) == (1 if 3.5 <= age <= STORM[1] - STORM[0] else len(found)), now
+    assert seen[21.9] == []  # over once every end's latest sample is quiet
 
 
 # --- speed ---------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -185,10 +186,25 @@ def test_pause_ratio_is_bounded_and_monotonic(a: float, b: float, speed: float) 
 
 
 def test_trailing_run_ends_with_the_latest_sample() -> None:
-    assert trailing_run([(10, 0.2), (10, 0.01), (10, 0.3), (10, 0.4)], 0.05) == (20, 0.4, 0.4)
+    # After a quiet sample the storm began within the run's first interval: 0.3 of the next 0.4.
+    assert trailing_run([(10, 0.2), (10, 0.01), (10, 0.3), (10, 0.4)], 0.05) == (17.5, 0.4, 0.4)
+    assert trailing_run([(10, 0.2), (10, 0.3), (10, 0.4)], 0.05) == (30, 0.4, 0.4)  # began before the window
     assert trailing_run([(10, 0.2), (10, 0.3), (10, 0.01)], 0.05) == (0, 0.0, 0.01)  # over
     assert trailing_run([(10, 0.0)], 0.0) == (0, 0.0, 0.0)  # no pauses is never a storm
     assert trailing_run([], 0.05) == (0, 0.0, 0.0)
+
+
+def test_the_sample_a_storm_began_in_counts_only_what_it_saw() -> None:
+    full = 20_000 * PAUSE_QUANTA_BITS / 400e9  # 20K pauses/s on 400G: 1.68, held all the time
+    first = 4375 * PAUSE_QUANTA_BITS / 400e9  # the first sample, over 2.2 s (one sample missed)
+    # Alone it proves no length, though paused now (peak > 0) ...
+    seconds, peak, latest = trailing_run([(1.0, 0.0), (2.2, first)], 0.05)
+    assert (seconds, peak, latest) == (0.0, first, first)
+    # ... then the 4375 of 20000 frames/s: 0.48 s of its 2.2, not 2.2.
+    seconds, peak, _ = trailing_run([(1.0, 0.0), (2.2, first), (0.8, full), (1.0, full)], 0.05)
+    assert seconds == pytest.approx(2.2 * 4375 / 20_000 + 1.8) and peak == full
+    # A louder first sample (a burst) counts its whole interval, never more.
+    assert trailing_run([(1.0, 0.0), (1.0, 0.5), (1.0, 0.25)], 0.05)[0] == 2.0
 
 
 def test_priorities_match_themselves_or_the_totals() -> None:
@@ -245,6 +261,29 @@ def test_unrelated_storms_are_separate_trees() -> None:
         ("lf-g1-r1", "swp9", 2),
         ("lf-g2-r5", "swp10", 2),
     ]
+
+
+def test_the_sender_is_named_while_its_own_samples_lag_behind_its_peers() -> None:
+    # The leaf (gNMI) and the spine (SNMP) are sampled ~0.6 s apart. The spine already shows the
+    # full storm and backs up at a quarter of it; the leaf shows a partial first sample, below the
+    # spine's spread, or nothing yet. Either way the storm is the leaf port's.
+    spread = [x for x in spine_spread(1.0)[2:] if x.direction == "tx" or x.switch != "lf-g1-r1"]
+    spread += [rx("lf-g1-r1", p, 0.05) for p in ("swp11", "swp13", "swp15")]  # partial, back to the leaf
+    seen_by_spine = rx("sp-r1-1", "swp1", 1.0, -1)
+    for own, prio in (([tx("lf-g1-r1", "swp9", 0.2)], 3), ([], -1)):  # -1: known only by the spine's totals
+        (storm,) = pause_trees([*own, seen_by_spine, *spread], _peer)
+        o = storm.origin
+        assert (o.switch, o.port, o.direction, o.priority, storm.kind) == ("lf-g1-r1", "swp9", "tx", prio, "sender")
+        assert o.ratio == 1.0  # as the spine counts the same frames
+        assert storm.seen == (*own, seen_by_spine) and not storm.other_origins
+
+
+def test_saturated_ports_are_told_apart_by_their_pause_load() -> None:
+    # 50K pauses/s from the leaf, 12.5K from the spine: both hold their peers all the time.
+    items = [replace(x, load=4.2 if x.ratio == 1.0 else 1.05) for x in spine_spread(1.0)]
+    items[0] = replace(items[0], sustained_s=3.0)  # the leaf's own samples came later
+    (storm,) = pause_trees(items, _peer)
+    assert (storm.origin.switch, storm.origin.port, storm.kind) == ("lf-g1-r1", "swp9", "sender")
 
 
 @given(st.floats(0.06, 1.0), st.integers(0, 30))
