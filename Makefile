@@ -4,6 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.fabricmon-installed
 PYTEST_ARGS ?=
+DEMO_ARGS ?=
 
 .PHONY: setup system test test-slow lint demo bench clean
 
@@ -33,7 +34,7 @@ test-slow: setup
 
 ## demo: the main job on the embedded store
 demo: setup
-	$(BIN)/fabricmon demo
+	$(BIN)/fabricmon demo $(DEMO_ARGS)
 
 ## bench: benchmarks, JSON on stdout (recorded in docs/benchmarks.md)
 bench: setup

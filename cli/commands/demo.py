@@ -1,88 +1,100 @@
 """``fabricmon demo``: everything on this machine, on the embedded store.
 
-Today it starts the embedded store, migrates, builds an AIPod fabric, loads it and prints its
-summary as the database sees it. Later stages (simulator, collectors, analyzer, API, a fault
-scenario) join here as they land.
+Starts the embedded store (a fresh ``fabricmon_demo`` database in it, so earlier runs never
+interfere), simulates the fabric, runs the collectors over gNMI and SNMP, the analyzer, the
+API and dashboard and a webhook receiver, registers an example job, then tours one fault of
+each kind and times injection → finding → webhook → resolution. Ends with a report; the API
+stays up until Ctrl-C unless ``--duration`` is given. ``--scenario clean`` injects nothing and
+reports any alert as a false alarm.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import json
 import sys
-import time
-from typing import Any
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
 
 from cli import context
-from cli.output import emit, table
-from fabric.topology import FabricParams, build_aipod
-from store.db import create_pool
-from store.inventory import load_fabric
-from store.migrate import migrate
+from cli.service import stop_on_signals
+from demo.runner import DemoOptions, DemoResult, run_demo
+from demo.tour import builtin_tours, load_tour
+from store.db import recreate_database
 from store.pgserver import EmbeddedStore
 
-_SUMMARY_SQL = """
-SELECT
-  (SELECT count(*) FROM switches WHERE role = 'leaf')        AS leaves,
-  (SELECT count(*) FROM switches WHERE role = 'spine')       AS spines,
-  (SELECT count(*) FROM switches WHERE role = 'superspine')  AS superspines,
-  (SELECT count(*) FROM servers)                             AS servers,
-  (SELECT coalesce(sum(gpus), 0) FROM servers)               AS gpus,
-  (SELECT count(DISTINCT rail) FROM switches WHERE rail IS NOT NULL) AS rails,
-  (SELECT count(DISTINCT grp) FROM servers)                  AS groups,
-  (SELECT count(*) FROM ports)                               AS ports,
-  (SELECT count(*) FROM links)                               AS links,
-  (SELECT count(*) FROM timescaledb_information.hypertables) AS hypertables
-"""
+DEMO_DB = "fabricmon_demo"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("demo", parents=[common], help="run fabricmon end to end on this machine")
+    p = sub.add_parser("demo", parents=[common], help="run fabricmon end to end on this machine, with a fault tour")
     p.add_argument("--gpus", type=int, default=512, help="GPUs in the simulated fabric (default 512)")
+    tours = ", ".join(builtin_tours())
+    p.add_argument(
+        "--scenario", default="tour", metavar="NAME|FILE", help=f"tour: {tours}, 'clean' (no faults) or a YAML file"
+    )
+    p.add_argument("--duration", type=float, metavar="S", help="exit S seconds after the start (default: stay up)")
+    p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT", help="API and dashboard address")
+    p.add_argument("--interval", type=float, default=2.0, metavar="S", help="sampling and evaluation interval (2)")
+    p.add_argument("--report", type=Path, metavar="FILE", help="write the detection figures as JSON")
     p.set_defaults(handler=run)
-
-
-def _step(message: str) -> None:
-    print(f"• {message}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
     config = context.config_of(args)
-    started = time.monotonic()
-    fabric = build_aipod(FabricParams(gpus=args.gpus))
-    if config.database.dsn is None:
-        _step("starting the embedded store (PostgreSQL + TimescaleDB)")
-        status = EmbeddedStore().start()
-        _step(f"embedded store on 127.0.0.1:{status.port}, data in {status.data_dir}")
-    dsn = context.dsn_of(config)
+    steps = () if args.scenario == "clean" else tuple(load_tour(args.scenario)[1])
+    opts = DemoOptions(gpus=args.gpus, steps=steps, tour=args.scenario, duration_s=args.duration,
+                       listen=args.listen, interval_s=args.interval)  # fmt: skip
+    console = Console(stderr=True, highlight=False)
 
-    async def go() -> dict[str, Any]:
-        pool = await create_pool(dsn, config.database)
-        try:
-            async with pool.acquire() as conn:
-                applied = await migrate(conn)
-                _step(f"schema: {len(applied)} migration(s) applied" if applied else "schema up to date")
-                _step(f"loading a {fabric.params.gpus}-GPU AIPod fabric into the database")
-                await load_fabric(conn, fabric)
-                row = await conn.fetchrow(_SUMMARY_SQL)
-                assert row is not None
-                return dict(row)
-        finally:
-            await pool.close()
+    def say(line: str) -> None:
+        console.print(line, markup=False)
 
-    stored = context.run(go())
-    summary = fabric.summary()
-    data = {"fabric": summary, "database": stored, "seconds": round(time.monotonic() - started, 2)}
+    async def main() -> DemoResult:
+        stop = asyncio.Event()
+        stop_on_signals(stop)
+        if config.database.dsn is not None:
+            dsn = config.database.dsn.get_secret_value()
+        else:
+            say("starting the embedded store (PostgreSQL + TimescaleDB)")
+            store = EmbeddedStore()
+            await asyncio.to_thread(store.start)
+            await recreate_database(store.dsn(), DEMO_DB)
+            dsn = store.dsn(DEMO_DB)
+        return await run_demo(opts, dsn, say, stop)
 
-    def human() -> str:
-        rows = [(k, summary[k]) for k in summary]
-        db_rows = [(k, v) for k, v in stored.items()]
-        return (
-            "AIPod fabric (design)\n"
-            + table(rows)
-            + "\n\nAs stored in TimescaleDB\n"
-            + table(db_rows)
-            + f"\n\ndone in {data['seconds']} s; `fabricmon db url` gives the database URL"
-        )
+    result: DemoResult | None = None
+    with contextlib.suppress(KeyboardInterrupt):
+        result = asyncio.run(main())
+    if result is None:
+        return 130
+    if args.report:
+        args.report.write_text(json.dumps(result.as_dict(), indent=2) + "\n")
+    if args.json:
+        sys.stdout.write(json.dumps(result.as_dict(), indent=2) + "\n")
+    else:
+        Console().print(_table(result))
+    return 0 if result.ok else 1
 
-    emit(args.json, data, human)
-    return 0
+
+def _table(result: DemoResult) -> Table:
+    t = Table(title=f"fabricmon demo: {result.gpus} GPUs, tour '{result.tour}'", title_justify="left")
+    for col in ("fault", "found", "webhook", "resolved", "GPUs", "jobs", "action"):
+        t.add_column(col)
+
+    def s(v: float | None) -> str:
+        return "—" if v is None else f"{v:.1f} s"
+
+    for r in result.steps:
+        t.add_row(r.title, s(r.found_s) if r.found else "MISSED", s(r.webhook_s), s(r.resolved_s), str(r.gpus),
+                  ", ".join(r.jobs) or "—", r.action or "—")  # fmt: skip
+    if not result.steps:
+        t.add_row("clean run: alerts", str(len(result.unexpected_alerts)), "", "", "", "", "")
+    t.caption = ("every fault found and announced" if result.ok else "SOMETHING WAS MISSED") + (
+        f"; {result.deliveries} signed webhook deliveries; API at {result.api}"
+    )
+    return t

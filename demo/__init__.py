@@ -1,0 +1,1 @@
+"""``fabricmon demo``: the whole story on one machine (simulator, collectors, analyzer, API, webhooks)."""

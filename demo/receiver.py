@@ -1,0 +1,98 @@
+"""The demo's webhook receiver: what a training scheduler would run, verifying every signature."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from analyzer.payloads import verify_signature
+
+
+@dataclass(slots=True)
+class Delivery:
+    """One webhook as received."""
+
+    at: float
+    event: str
+    delivery_id: str
+    signed: bool
+    body: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Receiver:
+    """An aiohttp app on 127.0.0.1 that records (and dedupes) deliveries."""
+
+    secret: str
+    on_delivery: Callable[[Delivery], None] | None = None
+    deliveries: list[Delivery] = field(default_factory=list)
+    url: str = ""
+    _runner: web.AppRunner | None = None
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/hooks/fabricmon", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        sock = socket.create_server(("127.0.0.1", 0))
+        await web.SockSite(self._runner, sock).start()
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/hooks/fabricmon"
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        signed = verify_signature(
+            self.secret,
+            request.headers.get("X-Fabricmon-Timestamp", ""),
+            raw,
+            request.headers.get("X-Fabricmon-Signature", ""),
+        )
+        if not signed:
+            return web.Response(status=401, text="bad signature")
+        delivery_id = request.headers.get("X-Fabricmon-Delivery", "")
+        if any(d.delivery_id == delivery_id for d in self.deliveries):
+            return web.Response(status=204)  # a retry of what we already applied
+        d = Delivery(
+            time.monotonic(), request.headers.get("X-Fabricmon-Event", ""), delivery_id, signed, json.loads(raw)
+        )
+        self.deliveries.append(d)
+        self._arrived.set()
+        if self.on_delivery is not None:
+            self.on_delivery(d)
+        return web.Response(status=204)
+
+    async def wait_for(self, event: str, fingerprint: str, timeout_s: float) -> Delivery | None:
+        """The first ``event`` delivery for an alert, waiting up to ``timeout_s`` for it."""
+        deadline = time.monotonic() + timeout_s
+        while (found := self.first(event, fingerprint)) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), left)
+        return found
+
+    def first(self, event: str, fingerprint: str) -> Delivery | None:
+        """The first delivery of ``event`` for an alert fingerprint."""
+        return next(
+            (
+                d
+                for d in self.deliveries
+                if d.event == event and d.body.get("alert", {}).get("fingerprint") == fingerprint
+            ),
+            None,
+        )

@@ -1,0 +1,254 @@
+"""The demo, start to finish: embedded store → simulated fabric → collectors (gNMI and SNMP) →
+analyzer → API and dashboard → a webhook receiver; then a tour of faults, each timed from
+injection to finding to webhook to resolution.
+
+Demo settings are faster than production defaults (documented in the README): 2 s sampling
+and evaluation, so a fault is found in seconds rather than in a minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from analyzer.service import AnalyzerService
+from api.app import create_app
+from cli.service import database, serving
+from collector.metrics import CollectorMetrics
+from collector.runner import CollectorService, plan
+from config.model import Config
+from demo.receiver import Delivery, Receiver
+from demo.tour import Step
+from fabric.model import FabricParams
+from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
+from simulator.sim_config import sim_config
+
+JOB_ID = "llm-70b-pretrain"
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOptions:
+    """What ``fabricmon demo`` was asked for."""
+
+    gpus: int = 512
+    steps: tuple[Step, ...] = ()
+    tour: str = "tour"
+    duration_s: float | None = None
+    listen: str = "127.0.0.1:8080"
+    interval_s: float = 2.0
+    step_timeout_s: float = 60.0
+    seed: int = 1
+
+
+@dataclass(slots=True)
+class StepResult:
+    """What happened to one injected fault."""
+
+    title: str
+    kind: str
+    found: bool = False
+    found_s: float | None = None
+    webhook_s: float | None = None
+    resolved_s: float | None = None
+    summary: str = ""
+    gpus: int = 0
+    jobs: list[str] = field(default_factory=list)
+    action: str | None = None
+
+
+@dataclass(slots=True)
+class DemoResult:
+    """The demo's report."""
+
+    gpus: int
+    tour: str
+    steps: list[StepResult] = field(default_factory=list)
+    unexpected_alerts: list[str] = field(default_factory=list)
+    deliveries: int = 0
+    api: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return all(s.found and s.webhook_s is not None for s in self.steps) and not self.unexpected_alerts
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def demo_config(sim: RunningSim, opts: DemoOptions, webhook: str, secret: str, dsn: str) -> Config:
+    """fabricmon's config for the simulated fabric, at demo speed."""
+    addr = sim.addresses(SimOptions(gnmi="127.0.0.1:0", snmp="127.0.0.1:0", control="127.0.0.1:0"))
+    data: dict[str, Any] = sim_config(
+        gnmi_address=addr["gnmi"],
+        snmp_address=addr["snmp"],
+        params=FabricParams(gpus=opts.gpus),
+        gnmi_interval_s=opts.interval_s,
+        snmp_interval_s=opts.interval_s,
+    )
+    data["database"] = {"dsn": dsn, "writer": {"flush_interval_s": 0.5}}
+    data["analyzer"] = {
+        "interval_s": opts.interval_s,
+        "resolve_hold_down_s": 2 * opts.interval_s,
+        "thresholds": {"pfc_storm_min_s": 2 * opts.interval_s, "flap_window_s": 10 * opts.interval_s},
+    }
+    data["alerts"] = {"webhooks": [{"url": webhook, "secret": secret, "timeout_s": 5, "backoff_initial_s": 0.5,
+                                    "backoff_max_s": 5}]}  # fmt: skip
+    data["api"] = {"listen": opts.listen}
+    return Config.model_validate(data)
+
+
+@contextlib.asynccontextmanager
+async def _tasks(*coros: Any) -> AsyncIterator[list[asyncio.Task[Any]]]:
+    tasks = [asyncio.create_task(c) for c in coros]
+    try:
+        yield tasks
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+
+async def run_demo(opts: DemoOptions, dsn: str, say: Say, stop: asyncio.Event) -> DemoResult:
+    """Run the whole demo; return its report (the API stays up until ``stop`` or the duration)."""
+    started = time.monotonic()
+    result = DemoResult(gpus=opts.gpus, tour=opts.tour)
+    secret = secrets.token_hex(16)
+    receiver = Receiver(secret, on_delivery=lambda d: say(_delivery_line(d)))
+    webhook = await receiver.start()
+    say(f"building a {opts.gpus}-GPU AIPod fabric and simulating every switch (gNMI for leaves, SNMP for spines)")
+    sim = await start_sim(SimOptions(params=FabricParams(gpus=opts.gpus), gnmi="127.0.0.1:0", snmp="127.0.0.1:0",
+                                     control="127.0.0.1:0", seed=opts.seed))  # fmt: skip
+    try:
+        assert sim.fabric is not None and sim.state is not None
+        config = demo_config(sim, opts, webhook, secret, dsn)
+        async with database(dsn, config, sim.fabric) as pool:
+            hosts = [f"srv-g1-{i:03d}" for i in range(1, 17)]
+            await pool.execute(
+                "INSERT INTO jobs (id, hosts, started_at, expected_days) VALUES ($1, $2, $3, 21) "
+                "ON CONFLICT (id) DO UPDATE SET hosts = EXCLUDED.hosts, started_at = EXCLUDED.started_at",
+                JOB_ID, hosts, datetime.now(UTC),
+            )  # fmt: skip
+            say(f"registered job {JOB_ID} on {len(hosts)} servers ({len(hosts) * 8} GPUs): srv-g1-001..016")
+            collector = CollectorService(config, sim.fabric, pool, plan(config, sim.fabric))
+            analyzer = AnalyzerService(config, sim.fabric, pool)
+            app = create_app(config, sim.fabric, pool=pool,
+                             extra_collectors=[CollectorMetrics(collector.pipeline, collector.collectors)])  # fmt: skip
+            services_stop = asyncio.Event()
+            async with serving(app, opts.listen), _tasks(collector.run(services_stop), analyzer.run(services_stop)):
+                result.api = f"http://{opts.listen}/"
+                say(f"dashboard: {result.api}   API: {result.api}v1/health   webhooks → {webhook}")
+                await _wait(lambda: _healthy(analyzer), 90, "a first healthy verdict")
+                say("the fabric is healthy; starting the tour")
+                for step in opts.steps:
+                    result.steps.append(await _play(step, sim, analyzer, receiver, opts, say))
+                if not opts.steps:
+                    await _watch_clean(analyzer, opts, started, stop, result, say)
+                result.deliveries = len(receiver.deliveries)
+                yield_until = None if opts.duration_s is None else started + opts.duration_s
+                await _linger(stop, yield_until, say)
+                services_stop.set()
+    finally:
+        await stop_sim(sim)
+        await receiver.stop()
+    return result
+
+
+def _healthy(analyzer: AnalyzerService) -> bool:
+    report = analyzer.last_report
+    return report is not None and report["status"] == "healthy"
+
+
+async def _wait(cond: Callable[[], bool], within_s: float, what: str) -> None:
+    deadline = time.monotonic() + within_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"demo: no {what} within {within_s:.0f} s")
+        await asyncio.sleep(0.25)
+
+
+def _find(analyzer: AnalyzerService, step: Step) -> dict[str, Any] | None:
+    report = analyzer.last_report or {}
+    for check in report.get("checks", {}).values():
+        for f in check["findings"]:
+            if step.matches(f["rule"], f["key"]):
+                return dict(f)
+    return None
+
+
+async def _play(step: Step, sim: RunningSim, analyzer: AnalyzerService, receiver: Receiver, opts: DemoOptions,
+                say: Say) -> StepResult:  # fmt: skip
+    assert sim.state is not None
+    res = StepResult(step.title, str(step.fault.get("kind")))
+    say(f"▶ injecting: {step.title}  {step.fault}")
+    t0 = time.monotonic()
+    applied = sim.state.apply(step.fault)
+    finding: dict[str, Any] | None = None
+    while time.monotonic() - t0 < opts.step_timeout_s:
+        finding = _find(analyzer, step)
+        if finding is not None:
+            break
+        await asyncio.sleep(0.2)
+    if finding is None:
+        say(f"  ✗ not found within {opts.step_timeout_s:.0f} s (expected {step.rule})")
+        sim.state.clear(applied.id)
+        return res
+    res.found, res.found_s = True, time.monotonic() - t0
+    res.summary, res.gpus = finding["summary"], finding["scope"]["gpus"]
+    say(f"  ✓ found after {res.found_s:.1f} s: {finding['summary']}  [{res.gpus} GPUs]")
+    if step.story:
+        say(f"    {step.story}")
+    fp = finding["fingerprint"]
+    fired = await receiver.wait_for("alert.firing", fp, opts.step_timeout_s - (time.monotonic() - t0))
+    if fired is not None:
+        res.webhook_s = fired.at - t0
+        res.jobs = [j["id"] for j in fired.body.get("jobs", [])]
+        res.action = fired.body.get("recommended_action")
+    sim.state.clear(applied.id)
+    t1 = time.monotonic()
+    if await receiver.wait_for("alert.resolved", fp, opts.step_timeout_s) is not None:
+        res.resolved_s = time.monotonic() - t1
+        say(f"  ✓ cleared; alert resolved {res.resolved_s:.1f} s later")
+    await _wait(lambda: _healthy(analyzer) or time.monotonic() - t1 > opts.step_timeout_s, opts.step_timeout_s + 5,
+                "healthy fabric")  # fmt: skip
+    return res
+
+
+async def _watch_clean(analyzer: AnalyzerService, opts: DemoOptions, started: float, stop: asyncio.Event,
+                       result: DemoResult, say: Say) -> None:  # fmt: skip
+    """A clean run: watch for the duration and report every alert that fires (there should be none)."""
+    until = started + (opts.duration_s or 30.0)
+    say("clean run: no faults; watching for false alarms")
+    while time.monotonic() < until and not stop.is_set():
+        report = analyzer.last_report or {}
+        for check in report.get("checks", {}).values():
+            for f in check["findings"]:
+                if f["summary"] not in result.unexpected_alerts:
+                    result.unexpected_alerts.append(f["summary"])
+                    say(f"  ✗ unexpected finding: {f['summary']}")
+        await asyncio.sleep(0.5)
+
+
+async def _linger(stop: asyncio.Event, until: float | None, say: Say) -> None:
+    if until is None:
+        say("tour done. The API and dashboard stay up: Ctrl-C to stop.")
+        await stop.wait()
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), max(0.0, until - time.monotonic()))
+
+
+def _delivery_line(d: Delivery) -> str:
+    alert = d.body.get("alert", {})
+    jobs = ", ".join(j["id"] for j in d.body.get("jobs", [])) or "no job"
+    return (f"  ↪ webhook {d.event} (signed, delivery {d.delivery_id[:8]}): {alert.get('rule')} "
+            f"[{alert.get('severity')}] → {d.body.get('recommended_action')}; jobs: {jobs}")  # fmt: skip

@@ -1,0 +1,50 @@
+"""``fabricmon demo`` as a user runs it: every fault of the tour found and announced; a clean run
+raises nothing. (The demo uses the test run's embedded store, through FABRICMON_DATA_DIR.)"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from store.pgserver import EmbeddedStore
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _demo(tmp_path: Path, *args: str, timeout: float) -> tuple[int, dict[str, object], str]:
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "demo", "--listen", f"127.0.0.1:{_free_port()}", "--report", str(report),
+         *args],
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc.returncode, json.loads(report.read_text()), proc.stderr
+
+
+def test_the_tour_finds_every_fault_and_announces_it(pg_store: EmbeddedStore, tmp_path: Path) -> None:
+    code, report, err = _demo(tmp_path, "--duration", "1", timeout=480)
+    steps = report["steps"]
+    assert isinstance(steps, list) and len(steps) == 6
+    missed = [s["title"] for s in steps if not s["found"] or s["webhook_s"] is None]
+    assert not missed, err[-3000:]
+    assert code == 0 and report["ok"]
+    for s in steps:
+        assert s["found_s"] < 30 and s["gpus"] > 0, s
+        assert s["jobs"] == ["llm-70b-pretrain"], s  # every tour fault is under the example job
+    deliveries = report["deliveries"]
+    assert isinstance(deliveries, int) and deliveries >= 12  # a signed firing and resolved delivery per fault
+
+
+def test_a_clean_run_raises_nothing(pg_store: EmbeddedStore, tmp_path: Path) -> None:
+    code, report, err = _demo(tmp_path, "--scenario", "clean", "--duration", "40", timeout=240)
+    assert report["unexpected_alerts"] == [], err[-3000:]
+    assert report["deliveries"] == 0
+    assert code == 0
