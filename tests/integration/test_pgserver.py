@@ -66,13 +66,10 @@ async def test_create_hypertable(fresh_db: str) -> None:
         await conn.execute("CREATE TABLE t (time timestamptz NOT NULL, v double precision)")
         await conn.execute("SELECT create_hypertable('t', 'time', chunk_time_interval => interval '1 hour')")
         await conn.execute(
-            "INSERT INTO t SELECT g, 1 "
-            "FROM generate_series(now() - interval '5 hours', now(), interval '1 minute') g"
+            "INSERT INTO t SELECT g, 1 FROM generate_series(now() - interval '5 hours', now(), interval '1 minute') g"
         )
         buckets = await conn.fetchval("SELECT count(DISTINCT time_bucket('1 hour', time)) FROM t")
-        chunks = await conn.fetchval(
-            "SELECT count(*) FROM timescaledb_information.chunks WHERE hypertable_name = 't'"
-        )
+        chunks = await conn.fetchval("SELECT count(*) FROM timescaledb_information.chunks WHERE hypertable_name = 't'")
         assert buckets >= 5 and chunks >= 5
     finally:
         await conn.close()
@@ -94,9 +91,7 @@ def test_stop_then_restart_keeps_data(pg_store: EmbeddedStore, pg_dsn: str) -> N
     psql = str(find_bindir() / "psql")
 
     def sql(query: str) -> str:
-        done = subprocess.run(
-            [psql, pg_store.dsn(), "-X", "-Atc", query], capture_output=True, text=True, timeout=30
-        )
+        done = subprocess.run([psql, pg_store.dsn(), "-X", "-Atc", query], capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 

@@ -39,9 +39,7 @@ def test_url_prints_the_dsn_alone(pg_store: EmbeddedStore, capsys: pytest.Captur
 
 
 @pytest.mark.db
-def test_start_is_idempotent_and_says_where(
-    pg_store: EmbeddedStore, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_start_is_idempotent_and_says_where(pg_store: EmbeddedStore, capsys: pytest.CaptureFixture[str]) -> None:
     status = pg_store.status()
     code, out, _ = _run(capsys, "start")
     assert code == 0
@@ -51,18 +49,14 @@ def test_start_is_idempotent_and_says_where(
 
 @pytest.mark.db
 @pytest.mark.parametrize("argv", [("status", "--json"), ("--json", "status")])
-def test_status_json(
-    pg_store: EmbeddedStore, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
-) -> None:
+def test_status_json(pg_store: EmbeddedStore, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
     code, out, _ = _run(capsys, *argv)
     data = json.loads(out)
     assert code == 0 and data["running"] is True and data["port"] == pg_store.status().port
     assert data["dsn"].startswith("postgresql://fabricmon:***@127.0.0.1:")  # never the password
 
 
-def test_empty_data_dir(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_empty_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("FABRICMON_DATA_DIR", str(tmp_path))
     code, out, _ = _run(capsys, "status")
     assert code == 0 and "not created yet" in out

@@ -67,8 +67,7 @@ def test_slo_json(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["--gpus", "8000", "--availability", "0.9999"], "P(interrupt within 1 month) = 55.1%"),
         (["--gpus", "8000", "--availability", "0.999"], "P(interrupt within 1 month) = 99.97%"),
-        (["--gpus", "1000", "--availability", "0.999", "--months", "3"],
-         "P(interrupt within 3 months) = 95.0%"),
+        (["--gpus", "1000", "--availability", "0.999", "--months", "3"], "P(interrupt within 3 months) = 95.0%"),
     ],
 )
 def test_slo_human(capsys: pytest.CaptureFixture[str], argv: list[str], expected: str) -> None:

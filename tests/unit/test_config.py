@@ -151,3 +151,10 @@ def test_cli_process_has_no_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert "database.dsn" in proc.stderr or "database.dsm" in proc.stderr
+
+
+def test_the_defaults_document_is_current() -> None:
+    from config.defaults import render
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "config-defaults.yaml"
+    assert doc.read_text() == render(), "run: python -m config.defaults > docs/config-defaults.yaml"

@@ -209,9 +209,7 @@ def test_512_gpu_fabric_shape() -> None:
     for k in range(1, 5):
         ports = fabric.ports(f"ssp-{k}")
         assert all(p.peer is not None and p.direction == "down" for p in ports)
-        assert Counter(p.peer.node for p in ports if p.peer is not None) == {
-            f"sp-r{r}-1": 16 for r in range(1, 9)
-        }
+        assert Counter(p.peer.node for p in ports if p.peer is not None) == {f"sp-r{r}-1": 16 for r in range(1, 9)}
 
 
 def test_ports_lists_every_port_in_order() -> None:
