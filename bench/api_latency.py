@@ -31,12 +31,12 @@ from analyzer.alerts import sync_alerts
 from analyzer.service import assess, store_run
 from api.app import create_app
 from collector.pipeline import Pipeline
-from collector.records import LldpNeighborReading, LldpReading, PortReading, TargetState
+from collector.records import TargetState
 from config.model import Config
 from fabric.model import Fabric, FabricParams
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState
-from simulator.view import PortCounters
+from simulator.feed import feed
 from store.db import Pool, create_pool
 from store.inventory import ensure_fabric
 from store.migrate import migrate
@@ -57,35 +57,6 @@ FAULTS: list[dict[str, Any]] = [
 ]
 
 
-def _reading(switch: str, p: PortCounters, now_ns: int) -> PortReading:
-    return PortReading(
-        switch, p.name, now_ns, oper_up=p.oper_up, speed_bps=p.speed_bps,
-        in_octets=p.in_octets, out_octets=p.out_octets, in_unicast_pkts=p.in_unicast_pkts,
-        out_unicast_pkts=p.out_unicast_pkts, in_multicast_pkts=p.in_multicast_pkts,
-        out_multicast_pkts=p.out_multicast_pkts, in_broadcast_pkts=p.in_broadcast_pkts,
-        out_broadcast_pkts=p.out_broadcast_pkts, in_errors=p.in_errors, out_errors=p.out_errors,
-        in_discards=p.in_discards, out_discards=p.out_discards, in_fcs_errors=p.in_fcs_errors,
-        carrier_transitions=p.carrier_transitions, in_pause_frames=p.in_pause_frames,
-        out_pause_frames=p.out_pause_frames, pfc_rx=p.pfc_rx, pfc_tx=p.pfc_tx, last_clear_ns=p.last_clear_ns,
-    )  # fmt: skip
-
-
-async def _feed_round(state: FabricState, pipe: Pipeline, now_ns: int, *, lldp: bool) -> None:
-    for name in state.switch_names():
-        info = state.switch(name)
-        if info is None or not info.reachable:
-            continue
-        ports = state.ports(name, now_ns)
-        await pipe.put_ports([_reading(name, p, now_ns) for p in ports])
-        if lldp:
-            tables: dict[str, list[LldpNeighborReading]] = {p.name: [] for p in ports}
-            for n in state.lldp(name):
-                tables.setdefault(n.local_port, []).append(
-                    LldpNeighborReading(n.system_name, n.port_id, n.port_description, n.chassis_id)
-                )
-            await pipe.put_lldp([LldpReading(name, port, now_ns, tuple(ns)) for port, ns in tables.items()])
-
-
 async def _seed(pool: Pool, fabric: Fabric, config: Config) -> dict[str, float]:
     """Inventory, telemetry, one stored evaluation with its alerts, and the job."""
     started = time.perf_counter()
@@ -104,7 +75,7 @@ async def _seed(pool: Pool, fabric: Fabric, config: Config) -> dict[str, float]:
         if i == 1:
             for fault in FAULTS:
                 state.apply(fault)
-        await _feed_round(state, pipe, clock[0], lldp=i == 0)
+        await feed(state, pipe, clock[0], lldp=i == 0)
         print(f"bench api: telemetry round {i + 1}/{ROUNDS} written", file=sys.stderr, flush=True)
     await pipe.close()
     fed = time.perf_counter()

@@ -32,6 +32,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from bench.simproc import simulator
 from collector.config import CollectorConfig
 from collector.gnmi import GnmiCollector
 from collector.profiles import load_profile
@@ -185,31 +186,10 @@ async def run(dsn: str) -> dict[str, Any]:
     del dsn
     fabric = build_aipod(FabricParams(gpus=GPUS))
     switches = sorted(fabric.switches)
-    sim = await asyncio.create_subprocess_exec(
-        *[sys.executable, "-m", "cli.main", "sim", "--gpus", str(GPUS), "--gnmi", "127.0.0.1:0"],
-        *["--snmp", "", "--control", "", "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        assert sim.stdout is not None
-        text = ""
-        while not text.rstrip().endswith("}"):
-            line = (await sim.stdout.readline()).decode()
-            if not line:
-                raise RuntimeError("simulator exited before it was ready")
-            text += line
-        address = json.loads(text)["gnmi"]
-        common = ["--address", address, "--interval", str(INTERVAL_S), "--seconds", str(WINDOW_S)]
+    async with simulator("--gpus", str(GPUS), "--gnmi", "127.0.0.1:0", "--snmp", "", "--control", "") as (_, ready):
+        common = ["--address", ready["gnmi"], "--interval", str(INTERVAL_S), "--seconds", str(WINDOW_S)]
         ours = await _subprocess_json("--consumer", "ours", *common)
         theirs = await _subprocess_json("--consumer", "pygnmi", *common)
-    finally:
-        sim.terminate()
-        try:
-            await asyncio.wait_for(sim.wait(), 30)
-        except TimeoutError:
-            sim.kill()
-            await sim.wait()
     ratio = ours["values_per_cpu_s"] / max(theirs["values_per_cpu_s"], 1)
     return {
         "gpus": GPUS,

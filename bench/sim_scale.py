@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+from bench.simproc import simulator
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 
@@ -77,34 +78,10 @@ async def run(dsn: str) -> dict[str, Any]:
     del dsn
     fabric = build_aipod(FabricParams(gpus=GPUS))
     started = time.monotonic()
-    sim = await asyncio.create_subprocess_exec(
-        *[
-            sys.executable,
-            "-m",
-            "cli.main",
-            "sim",
-            "--gpus",
-            str(GPUS),
-            "--gnmi",
-            "127.0.0.1:0",
-            "--snmp",
-            "127.0.0.1:0",
-            "--control",
-            "",
-            "--json",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        assert sim.stdout is not None
-        text = ""
-        while not text.rstrip().endswith("}"):
-            line = (await sim.stdout.readline()).decode()
-            if not line:
-                raise RuntimeError("simulator exited before it was ready")
-            text += line
-        ready = json.loads(text)
+    async with simulator("--gpus", str(GPUS), "--gnmi", "127.0.0.1:0", "--snmp", "127.0.0.1:0", "--control", "") as (
+        sim,
+        ready,
+    ):
         start_s = time.monotonic() - started
         rss_idle = _rss_mb(sim.pid)
         switches = sorted(fabric.switches)
@@ -141,10 +118,3 @@ async def run(dsn: str) -> dict[str, Any]:
             "gnmi": {**gnmi, "expected_values_per_s": round(expected), "sim_cpu_s_incl_first_dump": round(sim_cpu, 2)},
             "snmp": snmp,
         }
-    finally:
-        sim.terminate()
-        try:
-            await asyncio.wait_for(sim.wait(), 30)
-        except TimeoutError:
-            sim.kill()
-            await sim.wait()

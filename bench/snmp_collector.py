@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import resource
 import shutil
@@ -28,6 +27,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from bench.simproc import simulator
 from collector.snmp import open_poller
 from collector.snmp_client import Backend
 from collector.snmp_poll import SwitchPoller
@@ -53,37 +53,6 @@ def _cpu_self() -> float:
 def _cpu_children() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
-
-
-async def start_simulator(gpus: int) -> tuple[asyncio.subprocess.Process, str]:
-    """``fabricmon sim`` serving SNMP only; returns the process and its bound address."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cli.main", "sim", "--gpus", str(gpus), "--gnmi", "", "--snmp", "127.0.0.1:0",
-        "--control", "", "--json",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    text = ""
-    async with asyncio.timeout(300):
-        while True:
-            line = await proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"the simulator exited ({await proc.wait()}) before it was ready")
-            text += line.decode()
-            with contextlib.suppress(json.JSONDecodeError):
-                return proc, str(json.loads(text)["snmp"])
-
-
-async def stop(proc: asyncio.subprocess.Process) -> None:
-    """Terminate a child and reap it."""
-    if proc.returncode is None:
-        proc.terminate()
-        try:
-            async with asyncio.timeout(10):
-                await proc.wait()
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
 
 
 async def _round(pollers: Sequence[SwitchPoller], concurrency: int) -> dict[str, float | None]:
@@ -167,8 +136,8 @@ async def measure(gpus: int = 16384, subset: int = 24) -> dict[str, Any]:
     """The whole comparison; the simulator is started and stopped here."""
     switches = snmp_switches(gpus)
     few = switches[:: max(1, len(switches) // subset)][:subset]
-    proc, address = await start_simulator(gpus)
-    try:
+    async with simulator("--gpus", str(gpus), "--gnmi", "", "--snmp", "127.0.0.1:0", "--control", "") as (_, ready):
+        address = str(ready["snmp"])
         ours = await collector(address, switches, "auto")
         print(f"bench snmp: gufo {ours['steady']}", file=sys.stderr, flush=True)
         ours_few = await collector(address, few, "auto")
@@ -176,8 +145,6 @@ async def measure(gpus: int = 16384, subset: int = 24) -> dict[str, Any]:
         print(f"bench snmp: pysnmp {slow['steady']}", file=sys.stderr, flush=True)
         net_snmp = await snmpbulkwalk(address, few)
         print(f"bench snmp: snmpbulkwalk {net_snmp}", file=sys.stderr, flush=True)
-    finally:
-        await stop(proc)
     goal = 50_000
     rate = ours["steady"]["varbinds_per_cpu_s"]
     return {
