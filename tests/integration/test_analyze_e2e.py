@@ -105,6 +105,7 @@ def rules(found: list[Finding]) -> dict[str, Finding]:
     return {f"{f.rule}/{f.key}": f for f in found}
 
 
+@pytest.mark.slow  # every fault kind in turn through real collectors: ~70 s and timing-heavy (make test-slow)
 async def test_each_fault_is_found_and_resolves(fresh_db: str, tmp_path: Path) -> None:
     async with lab(fresh_db, tmp_path) as lb:
         state = lb.sim.state

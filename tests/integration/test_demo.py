@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from store.pgserver import EmbeddedStore
 
 
@@ -29,6 +31,7 @@ def _demo(tmp_path: Path, *args: str, timeout: float) -> tuple[int, dict[str, ob
     return proc.returncode, json.loads(report.read_text()), proc.stderr
 
 
+@pytest.mark.slow  # the whole demo, ~2.5 min (make test-slow)
 def test_the_tour_finds_every_fault_and_announces_it(pg_store: EmbeddedStore, tmp_path: Path) -> None:
     code, report, err = _demo(tmp_path, "--duration", "1", timeout=480)
     steps = report["steps"]
@@ -43,6 +46,7 @@ def test_the_tour_finds_every_fault_and_announces_it(pg_store: EmbeddedStore, tm
     assert isinstance(deliveries, int) and deliveries >= 12  # a signed firing and resolved delivery per fault
 
 
+@pytest.mark.slow  # ~1 min of watching a healthy fabric (make test-slow)
 def test_a_clean_run_raises_nothing(pg_store: EmbeddedStore, tmp_path: Path) -> None:
     code, report, err = _demo(tmp_path, "--scenario", "clean", "--duration", "40", timeout=240)
     assert report["unexpected_alerts"] == [], err[-3000:]
