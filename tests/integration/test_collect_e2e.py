@@ -188,7 +188,7 @@ async def _outage(private_store: EmbeddedStore, tmp_path: Path, outage_s: float)
             assert w.spool is None or (len(w.spool) == 0 and w.spool.stats.rows_dropped == 0)
 
 
-@pytest.mark.slow  # restarts a PostgreSQL cluster mid-stream: timing-heavy; the writer's own outage test runs by default
+@pytest.mark.slow  # restarts PostgreSQL mid-stream (timing-heavy); test_writer_outage runs by default
 async def test_database_restart_mid_stream_loses_no_sample(private_store: EmbeddedStore, tmp_path: Path) -> None:
     await _outage(private_store, tmp_path, outage_s=5)
 
