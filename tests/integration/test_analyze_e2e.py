@@ -30,6 +30,10 @@ from store.migrate import migrate
 
 # Radix 64: two groups of 32 servers (so a fault can miss a job) on 40 switches, light enough for
 # simulator, collectors and analyzer to share one event loop at 1 s sampling.
+# A loop of its own per test: simulator, collectors and analyzer share it, and tasks other suites
+# left on the session loop must not steal their time.
+pytestmark = pytest.mark.asyncio(loop_scope="function")
+
 PARAMS = FabricParams(gpus=512, radix=64)
 FAST = {
     "interval_s": 1.0,

@@ -30,6 +30,10 @@ from store.pgserver import EmbeddedStore
 from store.records import from_int8
 from tests.integration.test_collector_snmp_device import snmpsim as snmpsim_fixture
 
+# A loop of its own per test: simulator, collectors and analyzer share it, and tasks other suites
+# left on the session loop must not steal their time.
+pytestmark = pytest.mark.asyncio(loop_scope="function")
+
 PARAMS = FabricParams(gpus=512)
 snmpsim = snmpsim_fixture  # the recorded Arista, served by snmpsim (a module-scoped fixture)
 
