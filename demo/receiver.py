@@ -37,13 +37,14 @@ class Receiver:
     url: str = ""
     _runner: web.AppRunner | None = None
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    _sock: socket.socket | None = None
 
     async def start(self) -> str:
         app = web.Application()
         app.router.add_post("/hooks/fabricmon", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        sock = socket.create_server(("127.0.0.1", 0))
+        sock = self._sock = socket.create_server(("127.0.0.1", 0))
         await web.SockSite(self._runner, sock).start()
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/hooks/fabricmon"
         return self.url
@@ -51,6 +52,8 @@ class Receiver:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+        if self._sock is not None:
+            self._sock.close()
 
     async def _handle(self, request: web.Request) -> web.Response:
         raw = await request.read()

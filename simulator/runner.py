@@ -56,6 +56,8 @@ class SimOptions:
     seed: int = 0
     write_config: Path | None = None
     protocols: Protocols = "mixed"
+    #: Serve SNMPv3 too (a pysnmp engine); tests that only need v2c leave it off.
+    snmp_v3: bool = True
     duration_s: float | None = None
 
 
@@ -70,6 +72,7 @@ class RunningSim:
     snmp: SnmpAgent | None = None
     control: web.AppRunner | None = None
     control_port: int | None = None
+    control_sock: socket.socket | None = None
     scenario: Scenario | None = None
     scenario_task: asyncio.Task[Any] | None = None
     started: float = field(default_factory=time.monotonic)
@@ -94,13 +97,17 @@ async def start_sim(opts: SimOptions) -> RunningSim:
             sim.gnmi = await serve_gnmi(sim.view, host, port)
         if opts.snmp is not None:
             host, port = split_hostport(opts.snmp)
-            sim.snmp = await serve_snmp(sim.view, host, port)
+            if opts.snmp_v3:
+                sim.snmp = await serve_snmp(sim.view, host, port)
+            else:
+                sim.snmp = await serve_snmp(sim.view, host, port, v3_users=())
         if sim.state is not None:
             sim.state.start()
             if opts.control is not None:
                 host, port = split_hostport(opts.control)
                 sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
                 sim.control_port = int(sock.getsockname()[1])
+                sim.control_sock = sock
                 sim.control = web.AppRunner(create_control_app(sim.state), access_log=None)
                 await sim.control.setup()
                 await web.SockSite(sim.control, sock).start()
@@ -148,6 +155,8 @@ async def stop_sim(sim: RunningSim) -> None:
     if sim.control is not None:
         with contextlib.suppress(Exception):
             await sim.control.cleanup()
+    if sim.control_sock is not None:
+        sim.control_sock.close()  # aiohttp's SockSite does not close a socket it was given
     if sim.snmp is not None:
         with contextlib.suppress(Exception):
             await sim.snmp.stop()

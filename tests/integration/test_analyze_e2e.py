@@ -83,7 +83,9 @@ def _config(sim: RunningSim, tmp: Path, webhook: str | None = None) -> Config:
 
 @contextlib.asynccontextmanager
 async def lab(dsn: str, tmp: Path, webhook: str | None = None) -> AsyncIterator[Lab]:
-    sim = await start_sim(SimOptions(params=PARAMS, gnmi="127.0.0.1:0", snmp="127.0.0.1:0", control=None, seed=11))
+    sim = await start_sim(
+        SimOptions(params=PARAMS, gnmi="127.0.0.1:0", snmp="127.0.0.1:0", control=None, seed=11, snmp_v3=False)
+    )
     pool = await create_pool(dsn)
     stop = asyncio.Event()
     task: asyncio.Task[None] | None = None

@@ -58,7 +58,9 @@ def _config(sim: RunningSim, spool: Path) -> Config:
 
 @contextlib.asynccontextmanager
 async def rig(dsn: str, tmp_path: Path) -> AsyncIterator[Rig]:
-    sim = await start_sim(SimOptions(params=PARAMS, gnmi="127.0.0.1:0", snmp="127.0.0.1:0", control=None, seed=5))
+    sim = await start_sim(
+        SimOptions(params=PARAMS, gnmi="127.0.0.1:0", snmp="127.0.0.1:0", control=None, seed=5, snmp_v3=False)
+    )
     pool = await create_pool(dsn)
     try:
         assert sim.state is not None and sim.fabric is not None
@@ -157,7 +159,7 @@ async def test_a_flap_becomes_link_events_with_their_down_time(fresh_db: str, tm
         )
         # Each transition the 1 s samples saw, in order, each outage about half the 3 s period.
         pairs = [(e["old_status"], e["new_status"]) for e in leaf]
-        assert len(pairs) >= 2 and pairs == [("up", "down"), ("down", "up")] * (len(pairs) // 2)
+        assert len(pairs) >= 2 and pairs == ([("up", "down"), ("down", "up")] * 3)[: len(pairs)]
         for e in leaf[1::2]:
             assert e["down_s"] == pytest.approx(1.5, abs=1.0)  # half the 3 s period, to a 1 s sample
         # The spine end, polled over SNMP every second, saw the flaps too.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -47,12 +48,15 @@ async def test_load_and_reload(fresh_db: str) -> None:
         await conn.close()
 
 
-def test_demo_prints_summary_from_the_store(pg_dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
-    # The fixture's autouse FABRICMON_DATA_DIR points the demo at the test run's private cluster.
-    code = main(["demo", "--json"])
+def test_migrate_loads_the_configured_fabric_into_the_store(
+    pg_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The fixture's autouse FABRICMON_DATA_DIR points the command at the test run's private cluster.
+    config = tmp_path / "fabricmon.yaml"
+    config.write_text("fabric:\n  generate: {gpus: 1024}\n")
+    code = main(["migrate", "--load-fabric", "--config", str(config), "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["fabric"]["gpus"] == 512 and out["fabric"]["group_gpus"] == 512
-    assert out["database"]["gpus"] == 512
-    assert out["database"]["leaves"] == 8
-    assert out["database"]["hypertables"] >= 4
+    summary = build_aipod(FabricParams(gpus=1024)).summary()
+    assert out["fabric"] == {k: summary[k] for k in ("switches", "servers", "ports", "links")}
+    assert out["retention"] == "service"  # the Apache-only build: the service drops chunks
