@@ -217,7 +217,10 @@ async def test_alerts_reach_the_scheduler_with_the_jobs_they_touch(fresh_db: str
             report = service.last_report
             assert report is not None
             jobs = {j["id"]: j for j in report["jobs"]}
-            assert jobs["llm-a"]["status"] != "healthy" and jobs["llm-b"]["status"] == "healthy"
+            assert jobs["llm-a"]["status"] != "healthy"
+            # The drifting leaf serves group 1 only: job llm-b (group 2) does not see it.
+            assert "oversubscription_drift" in {f["rule"] for f in jobs["llm-a"]["faults"]}
+            assert "oversubscription_drift" not in {f["rule"] for f in jobs["llm-b"]["faults"]}
             lb.sim.state.clear(fault.id)
             for _ in range(80):
                 if any(g["event"] == "alert.resolved" and g["alert"]["rule"] == "oversubscription_drift" for g in got):
