@@ -31,12 +31,11 @@ from analyzer.alerts import sync_alerts
 from analyzer.service import assess, store_run
 from api.app import create_app
 from collector.pipeline import Pipeline
-from collector.records import TargetState
 from config.model import Config
 from fabric.model import Fabric, FabricParams
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState
-from simulator.feed import feed
+from simulator.feed import feed_rounds
 from store.db import Pool, create_pool
 from store.inventory import ensure_fabric
 from store.migrate import migrate
@@ -67,16 +66,10 @@ async def _seed(pool: Pool, fabric: Fabric, config: Config) -> dict[str, float]:
     state = FabricState(fabric, seed=11, clock=lambda: clock[0])
     pipe = Pipeline(pool, fabric)
     pipe.start()
-    for name in fabric.switches:
-        pipe.set_state(name, TargetState.CONNECTED)
-    for i in range(ROUNDS):
-        clock[0] += 10 * S
-        state.tick(clock[0])
-        if i == 1:
-            for fault in FAULTS:
-                state.apply(fault)
-        await feed(state, pipe, clock[0], lldp=i == 0)
-        print(f"bench api: telemetry round {i + 1}/{ROUNDS} written", file=sys.stderr, flush=True)
+    await feed_rounds(
+        state, pipe, clock, ROUNDS, FAULTS, lldp_every_round=False,
+        progress=lambda i: print(f"bench api: telemetry round {i + 1}/{ROUNDS} written", file=sys.stderr, flush=True),
+    )  # fmt: skip
     await pipe.close()
     fed = time.perf_counter()
     hosts = [s.name for s in fabric.servers.values() if s.group in JOB_GROUPS]

@@ -9,7 +9,10 @@ tables are derived exactly as in production.
 
 from __future__ import annotations
 
-from collector.records import LldpNeighborReading, LldpReading, PortReading, Sink
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from collector.records import LldpNeighborReading, LldpReading, PortReading, Sink, TargetState
 from simulator.fabric_state import FabricState
 from simulator.view import PortCounters
 
@@ -41,3 +44,33 @@ async def feed(state: FabricState, pipeline: Sink, now_ns: int, *, lldp: bool = 
                     LldpNeighborReading(n.system_name, n.port_id, n.port_description, n.chassis_id)
                 )
             await pipeline.put_lldp([LldpReading(name, port, now_ns, tuple(ns)) for port, ns in tables.items()])
+
+
+async def feed_rounds(
+    state: FabricState,
+    sink: Sink,
+    clock: list[int],
+    rounds: int,
+    faults: Sequence[Mapping[str, Any]] = (),
+    *,
+    step_s: float = 10.0,
+    lldp_every_round: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """``rounds`` sampling rounds ``step_s`` apart, every switch marked connected first.
+
+    ``clock`` is the state's clock (a one-element list of Unix ns, advanced here). ``faults``
+    are applied after the first round, so they show as transitions. Returns the last instant.
+    """
+    for name in state.switch_names():
+        sink.set_state(name, TargetState.CONNECTED)
+    for i in range(rounds):
+        clock[0] += int(step_s * 1e9)
+        state.tick(clock[0])
+        if i == 1:
+            for fault in faults:
+                state.apply(fault)
+        await feed(state, sink, clock[0], lldp=lldp_every_round or i == 0)
+        if progress is not None:
+            progress(i)
+    return clock[0]

@@ -26,12 +26,11 @@ from aiohttp import web
 from analyzer.alerts import sync_alerts
 from analyzer.service import assess, store_run
 from collector.pipeline import Pipeline
-from collector.records import TargetState
 from config.model import Config
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState
-from simulator.feed import feed
+from simulator.feed import feed_rounds
 from store.db import create_pool
 from store.inventory import ensure_fabric
 from store.migrate import migrate
@@ -70,15 +69,7 @@ async def seed(dsn: str, *, rounds: int = 4, faults: list[dict[str, Any]] | None
         state = FabricState(FABRIC, seed=7, clock=lambda: clock[0])
         pipe = Pipeline(pool, FABRIC)
         pipe.start()
-        for name in FABRIC.switches:
-            pipe.set_state(name, TargetState.CONNECTED)
-        for i in range(rounds):
-            clock[0] += 10 * S
-            state.tick(clock[0])
-            if i == 1:  # one clean round first, so the faults show as transitions
-                for fault in FAULTS if faults is None else faults:
-                    state.apply(fault)
-            await feed(state, pipe, clock[0])
+        await feed_rounds(state, pipe, clock, rounds, FAULTS if faults is None else faults)
         await pipe.close()
         now = datetime.fromtimestamp(clock[0] / 1e9, tz=UTC)
         async with pool.acquire() as conn:
