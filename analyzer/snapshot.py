@@ -6,6 +6,12 @@ sample, and at most one before it. A longer reach would only add rows to sort (a
 query is most of an evaluation's time). A 16,384-GPU fabric is
 ~82K ports, so this is ~82K small Python objects per evaluation: fine, and the only per-port
 allocation the capacity checks make.
+
+A sample that arrives late (a busy collector, a slow flush) must not make a switch vanish from
+the capacity checks, which skip a switch with a cabled port missing rather than guess. So the
+switches with cabled ports missing from the window get a second, narrow query that reaches back
+as far as the freshness check does (``stale_intervals``): a late port is read from its last
+sample; only a port silent for longer stays unknown, and the freshness check reports it.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from analyzer.context import CheckContext
-from store.db import Connection
+from fabric.model import Fabric
+from store.db import Connection, Record
 
 #: How far back the snapshot reaches, in sampling intervals.
 SNAPSHOT_INTERVALS = 1.5
@@ -28,6 +35,18 @@ SELECT switch, port,
        max(time)                AS last_time
 FROM port_counters
 WHERE time > $1
+GROUP BY switch, port
+"""
+
+_LATE_SQL = """
+SELECT switch, port,
+       last(oper_status, time)  AS oper_status,
+       last(speed_bps, time)    AS speed_bps,
+       last(in_bps, time)       AS in_bps,
+       last(out_bps, time)      AS out_bps,
+       max(time)                AS last_time
+FROM port_counters
+WHERE switch = ANY($1::text[]) AND time > $2
 GROUP BY switch, port
 """
 
@@ -52,18 +71,32 @@ async def port_snapshot(conn: Connection, ctx: CheckContext) -> Snapshot:
     if cached is not None:
         return cached
     rows = await conn.fetch(_SQL, ctx.now - timedelta(seconds=SNAPSHOT_INTERVALS * ctx.collect_interval_s))
-    snap: Snapshot = {
-        (r["switch"], r["port"]): PortNow(
-            None if r["oper_status"] is None else r["oper_status"] == 1,
-            r["speed_bps"],
-            r["in_bps"],
-            r["out_bps"],
-            r["last_time"],
-        )
-        for r in rows
-    }
+    snap: Snapshot = {(r["switch"], r["port"]): _port_now(r) for r in rows}
+    if late := incomplete_switches(ctx.fabric, snap):
+        reach = timedelta(seconds=ctx.thresholds.stale_intervals * ctx.collect_interval_s)
+        for r in await conn.fetch(_LATE_SQL, late, ctx.now - reach):
+            snap.setdefault((r["switch"], r["port"]), _port_now(r))
     ctx.memo["ports"] = snap
     return snap
+
+
+def incomplete_switches(fabric: Fabric, snap: Snapshot) -> list[str]:
+    """Switches with a cabled port absent from the snapshot, in the fabric's order."""
+    return [
+        name
+        for name in fabric.switches
+        if any((name, p.name) not in snap for p in fabric.ports(name) if p.peer is not None)
+    ]
+
+
+def _port_now(r: Record) -> PortNow:
+    return PortNow(
+        None if r["oper_status"] is None else r["oper_status"] == 1,
+        r["speed_bps"],
+        r["in_bps"],
+        r["out_bps"],
+        r["last_time"],
+    )
 
 
 def live_gbps(port: PortNow | None) -> float | None:

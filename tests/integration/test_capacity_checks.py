@@ -35,7 +35,7 @@ class Lab:
     state: FabricState
     clock: list[int]
 
-    async def run(self, steps: int = 3) -> list[Finding]:
+    async def run(self, steps: int = 3, *, late_s: float = 0.0) -> list[Finding]:
         pipe = Pipeline(self.pool, FABRIC)
         pipe.start()
         for _ in range(steps):
@@ -43,7 +43,7 @@ class Lab:
             self.state.tick(self.clock[0])
             await feed(self.state, pipe, self.clock[0])
         await pipe.close()
-        now = datetime.fromtimestamp(self.clock[0] / 1e9, tz=UTC)
+        now = datetime.fromtimestamp(self.clock[0] / 1e9 + late_s, tz=UTC)
         ctx = CheckContext(FABRIC, ThresholdsConfig(), now, collect_interval_s=10, window_s=25)
         found: list[Finding] = []
         async with self.pool.acquire() as conn:
@@ -92,6 +92,21 @@ async def test_uplink_down_is_drift_on_that_leaf_and_rail_asymmetry(lab: Lab) ->
     assert rail.details["efficiency_loss"] > 0
     # The spine at the other end lost a downlink, not an uplink: no drift there.
     assert all(f.key != "sp-r3-1" for f in rules["oversubscription_drift"])
+
+
+async def test_late_samples_are_read_not_skipped(lab: Lab) -> None:
+    """The evaluation runs 16 s after the last round (10 s interval): outside the 15 s snapshot
+    window but inside the 30 s freshness reach, so the downed uplink is still counted."""
+    lab.apply({"kind": "link_down", "switch": "lf-g1-r3"})
+    rules = by_rule(await lab.run(late_s=16))
+    assert [f.key for f in rules["oversubscription_drift"]] == ["lf-g1-r3"]
+    assert [f.key for f in rules["rail_capacity_asymmetry"]] == ["rail-3"]
+
+
+async def test_silence_beyond_the_freshness_reach_is_not_guessed(lab: Lab) -> None:
+    lab.apply({"kind": "link_down", "switch": "lf-g1-r3"})
+    rules = by_rule(await lab.run(late_s=31))
+    assert "oversubscription_drift" not in rules and "rail_capacity_asymmetry" not in rules
 
 
 async def test_speed_drop_to_200g_is_drift_and_asymmetry(lab: Lab) -> None:
