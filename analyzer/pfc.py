@@ -347,7 +347,9 @@ def _weak_components(edges: dict[Node, set[Node]]) -> list[set[Node]]:
 _SQL = """
 WITH cand AS (
     SELECT DISTINCT switch, port FROM pfc_counters
-    WHERE time > $1 AND time <= $2 AND (tx_pause_pps >= $3 OR rx_pause_pps >= $3)
+    WHERE time > $1 AND time <= $2
+      AND (tx_pause_pps > 0 OR rx_pause_pps > 0)  -- the predicate of index pfc_counters_pausing
+      AND (tx_pause_pps >= $3 OR rx_pause_pps >= $3)
 )
 SELECT c.switch, c.port, c.priority, c.interval_s, c.rx_pause_pps, c.tx_pause_pps, c.counter_reset
 FROM pfc_counters c JOIN cand USING (switch, port)

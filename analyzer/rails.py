@@ -17,6 +17,7 @@ crosses it. Three checks share the port snapshot:
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -188,7 +189,7 @@ async def check_ecmp(conn: Connection, ctx: CheckContext) -> list[Finding]:
         mean = statistics.fmean(values)
         if mean < ECMP_MIN_BPS:
             continue
-        cv = statistics.pstdev(values) / mean
+        cv = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values)) / mean
         if cv <= ctx.thresholds.ecmp_imbalance_cv:
             continue
         low = min(rates, key=lambda r: r[1])

@@ -16,6 +16,7 @@ sample; only a port silent for longer stays unknown, and the freshness check rep
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -28,7 +29,7 @@ SNAPSHOT_INTERVALS = 1.5
 
 _SQL = """
 SELECT switch, port,
-       last(oper_status, time)  AS oper_status,
+       last(oper_status, time) = 1 AS oper_up,
        last(speed_bps, time)    AS speed_bps,
        avg(in_bps)              AS in_bps,
        avg(out_bps)             AS out_bps,
@@ -40,7 +41,7 @@ GROUP BY switch, port
 
 _LATE_SQL = """
 SELECT switch, port,
-       last(oper_status, time)  AS oper_status,
+       last(oper_status, time) = 1 AS oper_up,
        last(speed_bps, time)    AS speed_bps,
        last(in_bps, time)       AS in_bps,
        last(out_bps, time)      AS out_bps,
@@ -51,9 +52,10 @@ GROUP BY switch, port
 """
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PortNow:
-    """One port over the latest window."""
+    """One port over the latest window (not frozen: 82K of them are built per evaluation, and a
+    frozen dataclass's ``__init__`` costs twice as much; treat it as read-only)."""
 
     oper_up: bool | None
     speed_bps: int | None
@@ -82,21 +84,18 @@ async def port_snapshot(conn: Connection, ctx: CheckContext) -> Snapshot:
 
 def incomplete_switches(fabric: Fabric, snap: Snapshot) -> list[str]:
     """Switches with a cabled port absent from the snapshot, in the fabric's order."""
+    reported = Counter(switch for switch, _ in snap)
     return [
         name
-        for name in fabric.switches
-        if any((name, p.name) not in snap for p in fabric.ports(name) if p.peer is not None)
+        for name, sw in fabric.switches.items()
+        if reported[name] < sw.radix  # every port reported: nothing cabled can be missing
+        and any((name, p.name) not in snap for p in fabric.ports(name) if p.peer is not None)
     ]
 
 
 def _port_now(r: Record) -> PortNow:
-    return PortNow(
-        None if r["oper_status"] is None else r["oper_status"] == 1,
-        r["speed_bps"],
-        r["in_bps"],
-        r["out_bps"],
-        r["last_time"],
-    )
+    # positional: the columns of _SQL and _LATE_SQL, in order (~3x faster than by name)
+    return PortNow(r[2], r[3], r[4], r[5], r[6])
 
 
 def live_gbps(port: PortNow | None) -> float | None:

@@ -99,6 +99,7 @@ WITH cand AS (
     SELECT DISTINCT switch, port FROM port_counters
     WHERE time > $1 AND time <= $2 AND NOT counter_reset
       AND (in_fcs_errors_ps > 0 OR in_errors_ps > 0 OR in_discards_ps > 0 OR out_discards_ps > 0)
+      -- the predicate of index port_counters_faulty (migration 007): keep them in step
 )
 SELECT p.switch, p.port, max(p.time) AS last,
        sum(p.interval_s) FILTER (WHERE COALESCE(p.in_fcs_errors_ps, p.in_errors_ps) IS NOT NULL) AS err_s,

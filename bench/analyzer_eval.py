@@ -2,7 +2,8 @@
 
 Telemetry for 640 switches / 81,920 ports is written the way the collectors write it (a simulated
 fabric's state through the pipeline, three 10 s samples per port, with a few faults so the checks
-have something to find), then every check runs once (``analyzer.engine.evaluate``) and the whole
+have something to find: a downed uplink, a 200G link, a miswire, a PFC storm, an error burst),
+then every check runs once (``analyzer.engine.evaluate``) and the whole
 read-only assessment (checks + SLOs + jobs) once more.
 """
 
@@ -44,6 +45,8 @@ async def run(dsn: str) -> dict[str, Any]:
             {"kind": "link_down", "switch": "lf-g3-r2"},
             {"kind": "speed_degrade", "switch": "lf-g7-r5", "speed_gbps": 200},
             {"kind": "miswire", "server": "srv-g2-010", "gpu": 3, "to_leaf": "lf-g2-r6"},
+            {"kind": "pfc_storm", "switch": "lf-g5-r4"},
+            {"kind": "error_burst", "switch": "lf-g9-r1", "rate_pps": 500},
         ):
             state.apply(fault)
         pipe = Pipeline(pool, fabric, WriterConfig(batch_rows=20_000))
