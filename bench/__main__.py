@@ -16,7 +16,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import analyzer_eval, api_latency, gnmi_collector, sim_scale, snmp_collector, topology_build, writer_copy
+from bench import (
+    analyzer_eval,
+    api_latency,
+    collect_e2e,
+    gnmi_collector,
+    sim_scale,
+    snmp_collector,
+    topology_build,
+    writer_copy,
+)
 
 
 def _private_root() -> Path:
@@ -49,6 +58,7 @@ BENCHMARKS = {
     "writer": writer_copy.run,
     "sim": sim_scale.run,
     "gnmi_collector": gnmi_collector.run,
+    "collect_e2e": collect_e2e.run,
     "snmp_collector": snmp_collector.run,
     "analyzer": analyzer_eval.run,
     "api": api_latency.run,

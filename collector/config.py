@@ -92,6 +92,9 @@ class CollectorConfig(Section):
     metrics_listen: str | None = None
     #: Seconds without a reading after which a connected target is marked stale (x interval).
     stale_intervals: float = Field(3.0, ge=1)
+    #: PFC rows are stored when a pause counter moved, for the sample after, and at least this
+    #: often per port (seconds); 0 stores every sample (eight rows per port per interval).
+    pfc_heartbeat_s: float = Field(300.0, ge=0, le=86400)
 
     @field_validator("shard")
     @classmethod

@@ -15,6 +15,13 @@ stored beside the raw counters. Rules:
 - Oper-status transitions become link events; an up transition carries the outage length.
   ``carrier-transitions`` that rose more than the observed transitions explain are flaps the
   sampling missed: one event with ``new_status = 'flap'`` and their count.
+- PFC rows are stored on change, as gNMI's ``suppress_redundant`` with a ``heartbeat_interval``
+  does on the wire: a port's per-priority rows are written for a sample in which any of its
+  pause counters moved, for the sample right after (so the end of pausing is on record), on its
+  first sample and on a reset, and at least every ``pfc_heartbeat_s`` (so a reader can tell a
+  quiet port from a silent one). Between rows, a port's pause counters stood still: zero
+  pauses. A healthy 16K-GPU fabric otherwise writes eight all-zero rows per port per interval,
+  eight times its interface rows (docs/decisions.md). ``pfc_heartbeat_s = 0`` writes every sample.
 """
 
 from __future__ import annotations
@@ -56,6 +63,9 @@ class _PortState:
     oper_up: bool | None = None
     speed_bps: int | None = None
     down_since_ns: int | None = None
+    #: Whether the last sample's pause counters moved, and when PFC rows were last written.
+    pfc_moving: bool = False
+    pfc_written_ns: int | None = None
 
 
 @dataclass(slots=True)
@@ -75,6 +85,8 @@ class TrackerStats:
     resets: int = 0
     absurd_rates: int = 0
     out_of_order: int = 0
+    #: PFC samples not stored because no pause counter moved (see the module docstring).
+    pfc_unchanged: int = 0
 
 
 def _utc(ns: int) -> datetime:
@@ -85,6 +97,16 @@ def _moved(before: int | None, after: int | None, tolerance_ns: int = 2_000_000_
     return before is not None and after is not None and abs(after - before) > tolerance_ns
 
 
+def _pfc_moved(prev: _PortState, r: PortReading) -> bool:
+    """Whether any pause counter this reading carries differs from the previous one."""
+    return (
+        (r.pfc_rx is not None and r.pfc_rx != prev.pfc_rx)
+        or (r.pfc_tx is not None and r.pfc_tx != prev.pfc_tx)
+        or (r.pfc_rx_total is not None and r.pfc_rx_total != prev.pfc_rx_total)
+        or (r.pfc_tx_total is not None and r.pfc_tx_total != prev.pfc_tx_total)
+    )
+
+
 def _status(up: bool | None) -> str:
     return "unknown" if up is None else "up" if up else "down"
 
@@ -92,9 +114,10 @@ def _status(up: bool | None) -> str:
 class CounterTracker:
     """Keeps the previous reading of every port and derives rates and events from the next."""
 
-    def __init__(self) -> None:
+    def __init__(self, pfc_heartbeat_s: float = 300.0) -> None:
         self._ports: dict[tuple[str, str], _PortState] = {}
         self.stats = TrackerStats()
+        self._pfc_heartbeat_ns = int(pfc_heartbeat_s * 1e9)
 
     def forget(self, switch: str) -> None:
         """Drop a switch's baselines (e.g. it was removed from the inventory)."""
@@ -126,13 +149,25 @@ class CounterTracker:
         sample = self._sample(
             r, now, rates, deltas, reset=reset, interval_s=dt if prev is not None else None, oper=oper, speed=speed
         )
-        pfc = self._pfc(r, now, prev if not reset else None, dt, reset)
+        moving = prev is not None and _pfc_moved(prev, r)
+        if self._pfc_due(prev, r, reset, moving):
+            pfc = self._pfc(r, now, prev if not reset else None, dt, reset)
+            state.pfc_written_ns = r.time_ns
+        else:
+            pfc = []
+            self.stats.pfc_unchanged += 1
+        state.pfc_moving = moving
         events = self._events(state, r, oper, now, deltas.get("carrier_transitions"))
         self._remember(state, r, oper, speed)
         self._ports[key] = state
         return Ingested(sample, pfc, events)
 
     # --- pieces -------------------------------------------------------------------------
+
+    def _pfc_due(self, prev: _PortState | None, r: PortReading, reset: bool, moving: bool) -> bool:
+        if prev is None or reset or moving or prev.pfc_moving or prev.pfc_written_ns is None:
+            return True
+        return r.time_ns - prev.pfc_written_ns >= self._pfc_heartbeat_ns
 
     @staticmethod
     def _reset_evidence(prev: _PortState, r: PortReading) -> bool:

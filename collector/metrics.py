@@ -39,6 +39,9 @@ class CollectorMetrics(Collector):
         t = p.tracker.stats
         yield _counter("fabricmon_collector_counter_resets", "counter resets detected", t.resets)
         yield _counter("fabricmon_collector_absurd_rates", "rates dropped as physically impossible", t.absurd_rates)
+        yield _counter(
+            "fabricmon_collector_pfc_unchanged", "PFC samples not stored: no pause counter moved", t.pfc_unchanged
+        )
         yield from self._writers()
         yield from self._targets()
         for protocol, collector in sorted(self.collectors.items()):

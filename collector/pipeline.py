@@ -66,10 +66,11 @@ class Pipeline:
         *,
         spool_dir: Path | None = None,
         housekeeping_s: float = 1.0,
+        pfc_heartbeat_s: float = 300.0,
     ) -> None:
         self.pool = pool
         self.config = config or WriterConfig()
-        self.tracker = CounterTracker()
+        self.tracker = CounterTracker(pfc_heartbeat_s)
         self.stats = PipelineStats()
         self.targets: dict[str, TargetStatus] = {}
         self._known_ports = {(p.switch, p.name) for p in fabric.all_ports()}

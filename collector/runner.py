@@ -85,7 +85,9 @@ class CollectorService:
         self.config = config
         self.plan = the_plan
         spool_dir = config.database.writer.spool_dir or default_spool_dir(the_plan.shard)
-        self.pipeline = Pipeline(pool, fabric, config.database.writer, spool_dir=spool_dir)
+        self.pipeline = Pipeline(
+            pool, fabric, config.database.writer, spool_dir=spool_dir, pfc_heartbeat_s=config.collector.pfc_heartbeat_s
+        )
         self.pool = pool
         self.collectors: dict[str, ProtocolCollector] = {
             protocol: COLLECTORS[protocol](targets, self.pipeline, config.collector)

@@ -2,8 +2,9 @@
 
 ``time_bucket`` over the rate columns the collector stored (``port_counters``) or the PFC pause
 rates (``pfc_counters``: per-priority rows summed, or the all-priorities total where a port has
-only that). Without ``port``, each bucket is the sum over the switch's ports of each port's
-``agg``. Times are unix seconds or ISO 8601 (naive: UTC).
+only that; a port sample without a PFC row, which the collector stores on change, counts as 0).
+Without ``port``, each bucket is the sum over the switch's ports of each port's ``agg``.
+Times are unix seconds or ISO 8601 (naive: UTC).
 
 Cost is bounded before the query runs: at most :data:`MAX_POINTS` buckets, a step of at least
 :data:`MIN_STEP_S`, a range of at most :data:`MAX_RANGE` for one port and
@@ -12,6 +13,7 @@ Cost is bounded before the query runs: at most :data:`MAX_POINTS` buckets, a ste
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from datetime import UTC, datetime, timedelta
@@ -20,7 +22,7 @@ from aiohttp import web
 
 from api.inputs import SeriesQuery
 from api.problems import NotFound, Problem, Unprocessable
-from api.routes.base import CACHE, POOL, Endpoint, now, parse_query, respond
+from api.routes.base import CACHE, CONFIG, POOL, Endpoint, now, parse_query, respond
 from api.schemas import SeriesOut, SeriesPoint
 from store.db import PostgresError
 
@@ -63,18 +65,38 @@ SELECT b, sum(v) AS v FROM (
 GROUP BY b ORDER BY b"""
 
 
-def _pfc_sql(metric: str, agg: str, one_port: bool) -> str:
+#: Per port and bucket, over the port's samples (``m.samples``) and the stored PFC rows joined
+#: to them: rows are stored on change (collector/counters.py), so a sample without a row paused
+#: 0 times. ``avg`` divides by the samples; ``max``/``min`` count the missing rows as zeros.
+_PFC_AGG = {
+    "avg": "sum(coalesce(s.v, 0)) / m.samples",
+    "max": "CASE WHEN count(s.time) < m.samples THEN greatest(max(s.v), 0) ELSE max(s.v) END",
+    "min": "CASE WHEN count(s.time) < m.samples THEN least(min(s.v), 0) ELSE min(s.v) END",
+}
+
+
+def _pfc_sql(metric: str, agg: str, one_port: bool, heartbeat_s: float = 0.0) -> str:
     col = PFC_COLUMN[metric]
+    port = _PORT_FILTER[one_port]
     return f"""
-WITH s AS (
+WITH s AS (  -- one value per stored (time, port): per-priority rows summed, else the total
     SELECT time, port,
            CASE WHEN bool_or(priority >= 0) THEN sum({col}) FILTER (WHERE priority >= 0)
                 ELSE sum({col}) FILTER (WHERE priority = -1) END AS v
-    FROM pfc_counters WHERE switch = $2 AND time >= $3 AND time < $4 {_PORT_FILTER[one_port]}
-    GROUP BY time, port)
-SELECT b, sum(v) AS v FROM (
-    SELECT time_bucket($1::interval, time) AS b, port, {agg}(v) AS v FROM s GROUP BY b, port) x
-GROUP BY b ORDER BY b"""
+    FROM pfc_counters WHERE switch = $2 AND time >= $3 AND time < $4 {port}
+    GROUP BY time, port),
+pfc_ports AS (  -- ports that report PFC: a row in the range, or a heartbeat's worth before it
+    SELECT DISTINCT port FROM pfc_counters
+    WHERE switch = $2 AND time >= $3 - interval '1 second' * {float(heartbeat_s)!r} AND time < $4 {port}),
+m AS (
+    SELECT time_bucket($1::interval, time) AS b, port, count(*) AS samples
+    FROM port_counters WHERE switch = $2 AND time >= $3 AND time < $4 {port} AND port IN (SELECT port FROM pfc_ports)
+    GROUP BY b, port),
+per_port AS (
+    SELECT m.b, {_PFC_AGG[agg]} AS v
+    FROM m LEFT JOIN s ON s.port = m.port AND time_bucket($1::interval, s.time) = m.b
+    GROUP BY m.b, m.port, m.samples)
+SELECT b, sum(v) AS v FROM per_port GROUP BY b ORDER BY b"""
 
 
 def parse_time(value: str, name: str) -> datetime:
@@ -139,7 +161,8 @@ async def series(request: web.Request) -> web.Response:
             and await conn.fetchval("SELECT 1 FROM ports WHERE switch = $1 AND port = $2", q.switch, q.port) is None
         ):
             raise NotFound(f"switch {q.switch} has no port named {q.port!r}", kind="unknown-port")
-        build = _pfc_sql if q.metric in PFC_COLUMN else _port_sql
+        heartbeat_s = request.app[CONFIG].collector.pfc_heartbeat_s
+        build = functools.partial(_pfc_sql, heartbeat_s=heartbeat_s) if q.metric in PFC_COLUMN else _port_sql
         args: list[object] = [timedelta(seconds=step), q.switch, start, end]
         if q.port is not None:
             args.append(q.port)

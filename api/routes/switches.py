@@ -19,7 +19,7 @@ from aiohttp import web
 from analyzer.engine import status_of
 from api.inputs import Limit, PageQuery, SwitchesQuery, SwitchPath
 from api.problems import NotFound
-from api.routes.base import CACHE, POOL, STATES, Endpoint, parse_path, parse_query, respond
+from api.routes.base import CACHE, CONFIG, POOL, STATES, Endpoint, parse_path, parse_query, respond
 from api.schemas import PeerOut, PortList, PortOut, Reachability, SwitchList, SwitchOut, Window
 from store.db import Connection, Record
 
@@ -28,12 +28,18 @@ WITH pc AS (
     SELECT port, last(oper_status, time) AS st, last(speed_bps, time) AS speed,
            avg(in_bps) AS in_bps, avg(out_bps) AS out_bps, avg(in_pps) AS in_pps, avg(out_pps) AS out_pps,
            avg(in_errors_ps) AS in_err, avg(out_errors_ps) AS out_err, avg(in_fcs_errors_ps) AS fcs,
-           avg(in_discards_ps) AS in_disc, avg(out_discards_ps) AS out_disc, max(time) AS t
+           avg(in_discards_ps) AS in_disc, avg(out_discards_ps) AS out_disc, max(time) AS t,
+           sum(interval_s) FILTER (WHERE NOT counter_reset) AS covered_s
     FROM port_counters WHERE switch = $1 AND time > $2 AND time <= $3 GROUP BY port
 ),
+-- PFC rows are stored on change (collector/counters.py): pauses in the window over the seconds
+-- the port's samples cover, and 0 for a port with PFC rows within a heartbeat but none now.
 pfc_prio AS (
-    SELECT port, priority, avg(rx_pause_pps) AS rx, avg(tx_pause_pps) AS tx
-    FROM pfc_counters WHERE switch = $1 AND time > $2 AND time <= $3 GROUP BY port, priority
+    SELECT port, priority, sum(rx_pause_pps * interval_s) AS rx, sum(tx_pause_pps * interval_s) AS tx
+    FROM pfc_counters WHERE switch = $1 AND time > $2 AND time <= $3 AND NOT counter_reset GROUP BY port, priority
+),
+pfc_seen AS (
+    SELECT DISTINCT port FROM pfc_counters WHERE switch = $1 AND time > $2 - $6::interval AND time <= $3
 ),
 pfc AS (  -- per-priority rows when a port has them, else the all-priorities total (-1)
     SELECT port,
@@ -49,10 +55,16 @@ fl AS (
 )
 SELECT p.port, p.number, p.direction, p.known, p.speed_gbps, p.peer_node, p.peer_port, p.link_kind,
        pc.st, pc.speed, pc.in_bps, pc.out_bps, pc.in_pps, pc.out_pps, pc.in_err, pc.out_err, pc.fcs,
-       pc.in_disc, pc.out_disc, pc.t, pfc.rx, pfc.tx, coalesce(fl.n, 0) AS flaps, count(*) OVER () AS full_count
+       pc.in_disc, pc.out_disc, pc.t,
+       CASE WHEN pc.covered_s > 0 AND pfc.rx IS NOT NULL THEN pfc.rx / pc.covered_s
+            WHEN pc.covered_s > 0 AND seen.port IS NOT NULL THEN 0 END AS rx,
+       CASE WHEN pc.covered_s > 0 AND pfc.tx IS NOT NULL THEN pfc.tx / pc.covered_s
+            WHEN pc.covered_s > 0 AND seen.port IS NOT NULL THEN 0 END AS tx,
+       coalesce(fl.n, 0) AS flaps, count(*) OVER () AS full_count
 FROM ports p
 LEFT JOIN pc ON pc.port = p.port
 LEFT JOIN pfc ON pfc.port = p.port
+LEFT JOIN pfc_seen seen ON seen.port = p.port
 LEFT JOIN fl ON fl.port = p.port
 WHERE p.switch = $1
 ORDER BY p.number NULLS LAST, p.port
@@ -164,7 +176,8 @@ async def switch_ports(request: web.Request) -> web.Response:
         if await conn.fetchval("SELECT 1 FROM switches WHERE name = $1", name) is None:
             raise NotFound(f"no switch named {name!r}", kind="unknown-switch")
         start, end = await latest_window(conn, request.app[CACHE].window_s)
-        rows = await conn.fetch(_PORTS_SQL, name, start or EPOCH, end or EPOCH, q.limit, q.offset)
+        heartbeat = timedelta(seconds=request.app[CONFIG].collector.pfc_heartbeat_s)
+        rows = await conn.fetch(_PORTS_SQL, name, start or EPOCH, end or EPOCH, q.limit, q.offset, heartbeat)
         total = (
             rows[0]["full_count"] if rows else await conn.fetchval("SELECT count(*) FROM ports WHERE switch = $1", name)
         )

@@ -46,9 +46,10 @@ SELECT time_bucket(INTERVAL '1 hour', time) AS bucket,
        switch,
        port,
        priority,
-       avg(rx_pause_pps) AS rx_pause_pps_avg,
+       -- rows are stored on change (collector/counters.py): the hour's mean is its pauses / 3600 s
+       sum(rx_pause_pps * interval_s) / 3600 AS rx_pause_pps_avg,
        max(rx_pause_pps) AS rx_pause_pps_max,
-       avg(tx_pause_pps) AS tx_pause_pps_avg,
+       sum(tx_pause_pps * interval_s) / 3600 AS tx_pause_pps_avg,
        max(tx_pause_pps) AS tx_pause_pps_max,
        sum(rx_pause_pps * interval_s) AS rx_pause_frames,
        sum(tx_pause_pps * interval_s) AS tx_pause_frames

@@ -115,6 +115,8 @@ async def test_ports_show_the_downed_uplink_and_the_storm(client: Client) -> Non
     storm = await get_json(client, f"/v1/switches/{STORM_LEAF}/ports?limit=2&offset=1")
     assert [p["name"] for p in storm["items"]] == ["swp2", "swp3"]
     assert storm["items"][0]["pfc_tx_pause_pps"] > 1000
+    # A quiet port's PFC rows are stored on change only: none in the window, yet it reads 0, not unknown.
+    assert storm["items"][1]["pfc_tx_pause_pps"] == 0
     await problem(client, "GET", "/v1/switches/nope/ports", 404)
     await problem(client, "GET", "/v1/switches/%FF%FE/ports", 400)  # not UTF-8
 
@@ -239,6 +241,14 @@ async def test_series(client: Client, seeded: Seeded) -> None:
     iso = seeded.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ")
     pfc = await get_json(client, f"/v1/series?switch={STORM_LEAF}&port={STORM_PORT}&metric=pfc_tx_pause_pps&to={iso}")
     assert max(p["value"] or 0 for p in pfc["points"]) > 1000
+    quiet = await get_json(
+        client, f"/v1/series?switch={STORM_LEAF}&port=swp3&metric=pfc_tx_pause_pps&from={t - 60}&to={t + 1}&step=10s"
+    )
+    oper = await get_json(
+        client, f"/v1/series?switch={STORM_LEAF}&port=swp3&metric=oper_up&from={t - 60}&to={t + 1}&step=10s"
+    )
+    assert len(quiet["points"]) == len(oper["points"]) > 1  # a point for every sampled bucket
+    assert all(p["value"] == 0 for p in quiet["points"])
 
 
 @pytest.mark.parametrize(

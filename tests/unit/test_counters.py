@@ -119,6 +119,64 @@ def test_pfc_rates_per_priority_and_32_bit_totals() -> None:
     assert by_prio[-1].tx_pause_pps == 10.0 and not by_prio[-1].counter_reset
 
 
+def _pfc(t: CounterTracker, t_s: float, tx3: int) -> list[int]:
+    """Ingest a sample whose priority-3 tx pause counter is ``tx3``; the priorities stored."""
+    out = t.ingest(reading(t_s, 0, pfc_rx=(0,) * 8, pfc_tx=(0, 0, 0, tx3, 0, 0, 0, 0)))
+    return sorted(p.priority for p in out.pfc)
+
+
+def test_pfc_rows_are_stored_on_change_with_the_end_of_pausing_and_a_heartbeat() -> None:
+    t = CounterTracker(pfc_heartbeat_s=60)
+    every = list(range(8))
+    assert _pfc(t, 0, 0) == every  # the first sample: a baseline on record
+    assert _pfc(t, 10, 0) == []  # nothing moved
+    assert _pfc(t, 20, 500) == every  # pausing
+    assert _pfc(t, 30, 900) == every
+    assert _pfc(t, 40, 900) == every  # the sample after: pausing ended, on record
+    assert _pfc(t, 50, 900) == []
+    assert _pfc(t, 90, 900) == []
+    assert _pfc(t, 100, 900) == every  # 60 s since the last stored rows: a heartbeat
+    assert t.stats.pfc_unchanged == 3
+
+
+def test_pfc_reset_is_stored_and_heartbeat_zero_stores_every_sample() -> None:
+    t = CounterTracker()
+    booted = T0 - 3600 * S
+    for t_s, stored in ((0, 8), (10, 0)):
+        out = t.ingest(reading(t_s, 0, pfc_rx=(0,) * 8, pfc_tx=(0, 0, 0, 100, 0, 0, 0, 0), boot_ns=booted))
+        assert len(out.pfc) == stored
+    out = t.ingest(reading(20, 0, pfc_rx=(0,) * 8, pfc_tx=(0, 0, 0, 100, 0, 0, 0, 0), boot_ns=T0 + 15 * S))
+    assert len(out.pfc) == 8 and all(p.counter_reset for p in out.pfc)
+    every = CounterTracker(pfc_heartbeat_s=0)
+    assert all(_pfc(every, s, 7) == list(range(8)) for s in range(0, 100, 10))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 600),
+    st.lists(st.tuples(st.integers(1, 30), st.sampled_from([0, 0, 0, 1, 50, 10**6])), min_size=1, max_size=40),
+)
+def test_stored_pfc_rows_account_for_every_pause(heartbeat_s: int, steps: list[tuple[int, int]]) -> None:
+    """Whatever is skipped, the stored rows' pauses (rate x interval) add up to the counter's rise,
+    and the last stored raw counter is the latest one whenever it moved since."""
+    t = CounterTracker(pfc_heartbeat_s=heartbeat_s)
+    now, value = 0, 10
+    _pfc(t, now, value)
+    stored = 0.0
+    last_raw = value
+    for dt, inc in steps:
+        now += dt
+        value += inc
+        out = t.ingest(reading(now, 0, pfc_rx=(0,) * 8, pfc_tx=(0, 0, 0, value, 0, 0, 0, 0)))
+        for p in out.pfc:
+            if p.priority == 3:
+                assert p.interval_s == dt  # rates cover the interval since the previous *sample*
+                stored += (p.tx_pause_pps or 0.0) * dt
+                last_raw = from_int8(p.tx_pause or 0)
+        assert last_raw == value or inc == 0
+    assert abs(stored - (value - 10)) <= 1e-6 * max(1, value)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 20), st.integers(0, 10**11), st.booleans()), min_size=2, max_size=30))
 def test_rates_are_never_negative_or_absurd(steps: list[tuple[int, int, bool]]) -> None:
