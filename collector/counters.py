@@ -19,13 +19,14 @@ stored beside the raw counters. Rules:
   does on the wire: a port's per-priority rows are written for a sample in which any of its
   pause counters moved, for the sample right after (so the end of pausing is on record), on its
   first sample and on a reset, and at least every ``pfc_heartbeat_s`` (so a reader can tell a
-  quiet port from a silent one). Between rows, a port's pause counters stood still: zero
+  quiet port from a silent one; each port's heartbeat has its own phase, so they do not burst). Between rows, a port's pause counters stood still: zero
   pauses. A healthy 16K-GPU fabric otherwise writes eight all-zero rows per port per interval,
   eight times its interface rows (docs/decisions.md). ``pfc_heartbeat_s = 0`` writes every sample.
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -152,7 +153,9 @@ class CounterTracker:
         moving = prev is not None and _pfc_moved(prev, r)
         if self._pfc_due(prev, r, reset, moving):
             pfc = self._pfc(r, now, prev if not reset else None, dt, reset)
-            state.pfc_written_ns = r.time_ns
+            # A port's first heartbeat comes at a phase of its own, so that a fabric whose
+            # collector started at once does not write every quiet port's rows in one burst.
+            state.pfc_written_ns = r.time_ns - (self._phase_ns(key) if prev is None else 0)
         else:
             pfc = []
             self.stats.pfc_unchanged += 1
@@ -163,6 +166,10 @@ class CounterTracker:
         return Ingested(sample, pfc, events)
 
     # --- pieces -------------------------------------------------------------------------
+
+    def _phase_ns(self, key: tuple[str, str]) -> int:
+        hb = self._pfc_heartbeat_ns
+        return zlib.crc32(f"{key[0]}\0{key[1]}".encode()) * hb >> 32  # spread over [0, hb)
 
     def _pfc_due(self, prev: _PortState | None, r: PortReading, reset: bool, moving: bool) -> bool:
         if prev is None or reset or moving or prev.pfc_moving or prev.pfc_written_ns is None:

@@ -129,14 +129,27 @@ def test_pfc_rows_are_stored_on_change_with_the_end_of_pausing_and_a_heartbeat()
     t = CounterTracker(pfc_heartbeat_s=60)
     every = list(range(8))
     assert _pfc(t, 0, 0) == every  # the first sample: a baseline on record
-    assert _pfc(t, 10, 0) == []  # nothing moved
-    assert _pfc(t, 20, 500) == every  # pausing
-    assert _pfc(t, 30, 900) == every
-    assert _pfc(t, 40, 900) == every  # the sample after: pausing ended, on record
-    assert _pfc(t, 50, 900) == []
-    assert _pfc(t, 90, 900) == []
-    assert _pfc(t, 100, 900) == every  # 60 s since the last stored rows: a heartbeat
-    assert t.stats.pfc_unchanged == 3
+    assert _pfc(t, 10, 500) == every  # pausing
+    assert _pfc(t, 20, 900) == every
+    assert _pfc(t, 30, 900) == every  # the sample after: pausing ended, on record
+    assert _pfc(t, 40, 900) == []  # nothing moved
+    assert _pfc(t, 80, 900) == []
+    assert _pfc(t, 90, 900) == every  # 60 s since the last stored rows: a heartbeat
+    assert t.stats.pfc_unchanged == 2
+
+
+def test_quiet_ports_heartbeats_are_spread_not_a_burst() -> None:
+    t = CounterTracker(pfc_heartbeat_s=300)
+    per_tick: list[int] = []
+    for tick in range(0, 310, 10):
+        stored = 0
+        for n in range(1000):
+            out = t.ingest(PortReading("lf-g1-r1", f"swp{n}", T0 + tick * S, pfc_rx=(0,) * 8, pfc_tx=(0,) * 8))
+            stored += bool(out.pfc)
+        per_tick.append(stored)
+    assert per_tick[0] == 1000  # every port's baseline
+    # Then each port once within the heartbeat, about evenly: ~1000/30 per 10 s tick.
+    assert sum(per_tick[1:]) == 1000 and max(per_tick[1:]) < 3 * 1000 / 30
 
 
 def test_pfc_reset_is_stored_and_heartbeat_zero_stores_every_sample() -> None:
