@@ -20,8 +20,9 @@ stored beside the raw counters. Rules:
   pause counters moved, for the sample right after (so the end of pausing is on record), on its
   first sample and on a reset, and at least every ``pfc_heartbeat_s`` (so a reader can tell a
   quiet port from a silent one; each port's heartbeat has a phase of its own, so they do not
-  burst). Between rows, a port's pause counters stood still: zero pauses. A healthy 16K-GPU fabric otherwise writes eight all-zero rows per port per interval,
-  eight times its interface rows (docs/decisions.md). ``pfc_heartbeat_s = 0`` writes every sample.
+  burst). Between rows, a port's pause counters stood still: zero pauses. A healthy 16K-GPU
+  fabric otherwise writes eight all-zero rows per port per interval, eight times its interface
+  rows (docs/decisions.md). ``pfc_heartbeat_s = 0`` writes every sample.
 """
 
 from __future__ import annotations
