@@ -157,14 +157,16 @@ async def test_a_flap_becomes_link_events_with_their_down_time(fresh_db: str, tm
             "SELECT time, old_status, new_status, down_s FROM link_events "
             "WHERE switch='lf-g1-r4' AND port='swp65' AND source='oper-status' ORDER BY time"
         )
-        # Each transition the 1 s samples saw, in order; each outage is the time between the
-        # samples that saw it go down and come back: about half the 3 s period when the samples
-        # keep their 1 s pace, longer when a busy machine delays them, never a whole period more.
+        # Each transition the stream reported, in order; each outage is the time between the
+        # notifications that saw it go down and come back. That is about half the 3 s period on
+        # an idle machine, but the simulator shares this test's CPU and stamps a change when its
+        # clock loop gets to it, so on a busy one the two ends move: the duration must match
+        # the stamps, and stay within a period (plus slack), never span two flaps.
         pairs = [(e["old_status"], e["new_status"]) for e in leaf]
         assert len(pairs) >= 2 and pairs == ([("up", "down"), ("down", "up")] * 3)[: len(pairs)]
         for down, up in zip(leaf[0::2], leaf[1::2], strict=False):
             assert up["down_s"] == pytest.approx((up["time"] - down["time"]).total_seconds(), abs=1e-3)
-            assert 0.5 <= up["down_s"] < 3.0 + 2.0
+            assert 0 < up["down_s"] < 3.0 + 2.0
         # The spine end, polled over SNMP every second, saw the flaps too.
         spine = await r.pool.fetchval("SELECT count(*) FROM link_events WHERE switch='sp-r4-1' AND port='swp1'")
         assert spine >= 2
