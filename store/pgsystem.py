@@ -66,6 +66,10 @@ class Account:
         else:  # inherited PG* variables (PGDATA, PGPORT, PGHOST...) would retarget the programs
             env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env.update(LC_ALL="C", **(extra_env or {}))
+        if drop:
+            if not Path(argv[0]).exists():
+                raise EmbeddedStoreError(f"cannot run {argv[0]}: no such file; {SETUP_HINT}")
+            argv = [*self._as_account(), *argv]
         try:
             return subprocess.run(
                 argv,
@@ -77,14 +81,28 @@ class Account:
                 text=True,
                 timeout=timeout,
                 check=False,
-                user=self.uid if drop else None,
-                group=self.gid if drop else None,
-                extra_groups=list(self.groups) if drop else None,
             )
         except subprocess.TimeoutExpired as exc:
             raise EmbeddedStoreError(f"{Path(argv[0]).name} took longer than {timeout:.0f} s") from exc
         except OSError as exc:
             raise EmbeddedStoreError(f"cannot run {argv[0]}: {exc}; {SETUP_HINT}") from exc
+
+    def _as_account(self) -> list[str]:
+        """``setpriv`` (util-linux, on every Debian) switching to this account, then exec'ing.
+
+        Not ``subprocess``'s ``user=``/``group=``: those make Python ``fork()`` instead of
+        ``vfork()``, and a ``fork()`` from a process running gRPC's threads (the collectors, the
+        simulator) can crash the child before it reaches ``exec`` (grpc/grpc#13873, #32992):
+        seen here as a segfault when a test restarted the store mid-stream.
+        """
+        groups = ",".join(str(g) for g in self.groups)
+        return [
+            shutil.which("setpriv") or "/usr/bin/setpriv",
+            f"--reuid={self.uid}",
+            f"--regid={self.gid}",
+            f"--groups={groups}" if groups else "--clear-groups",
+            "--",
+        ]
 
     def check_reachable(self, root: Path) -> None:
         """Raise unless this account can reach ``root`` through every existing parent directory."""
