@@ -116,8 +116,9 @@ class Pipeline:
                 await w.close()
             except UNAVAILABLE_ERRORS as exc:
                 log.error("%s: %d rows not written at shutdown (no spool configured): %s", w.table, w.pending, exc)
-            except Exception as exc:  # shutdown must finish
-                log.error("%s: closing failed: %s", w.table, exc)
+            except Exception as exc:  # shutdown must finish; what the spool takes is not lost
+                lost = w.spool_pending()
+                log.error("%s: closing failed (%s); %d rows not saved", w.table, exc, lost)
 
     # --- Sink -----------------------------------------------------------------------------
 

@@ -32,6 +32,8 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.CrashShutdownError,
     asyncpg.exceptions.TooManyConnectionsError,
     asyncpg.exceptions.InterfaceError,
+    # a connection left mid-operation ("cannot switch to state ..."): a fresh one will do
+    asyncpg.exceptions.InternalClientError,
 )
 
 

@@ -168,11 +168,19 @@ class BatchWriter:
         """Stop the timer and flush what is left."""
         self._closed = True
         if self._timer is not None:
-            self._timer.cancel()
+            # Never cancel the timer mid-flush: a COPY cut off leaves its connection mid-operation
+            # ("cannot switch to state ...") and the final flush below would fail on it.
+            async with self._flush_lock:
+                self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._timer
             self._timer = None
         await self.flush()
+
+    def spool_pending(self) -> int:
+        """Move what is buffered to the spool (a last resort at shutdown); rows that stay unsaved."""
+        self._spool_pending()
+        return len(self._pending)
 
     async def _tick(self) -> None:
         while True:

@@ -193,10 +193,17 @@ async def _outage(private_store: EmbeddedStore, tmp_path: Path, outage_s: float)
         times = [row["time"].timestamp() for row in rows]
         gaps = [b - a for a, b in itertools.pairwise(times)]
         assert len(times) >= outage_s + 6
-        assert max(gaps) < 2.5, "a sample went missing across the outage"
         assert len(set(times)) == len(times)
+        # Every reading the collector received is in the table, once: none lost to the outage.
+        ports = service.pipeline.ports_writer.stats
+        assert service.pipeline.stats.readings == ports.rows_written + ports.rows_duplicate > 0
+        assert ports.rows_rejected == 0
         for w in service.pipeline.writers:
             assert w.spool is None or (len(w.spool) == 0 and w.spool.stats.rows_dropped == 0)
+        # And the stream went on across it. The simulator shares this event loop with the spool's
+        # replay, so right after the restart its 1 s samples may come a couple of seconds apart
+        # (never produced, so never lost: the count above says so); a longer hole would be a stall.
+        assert max(gaps) < 5.0, "the stream stalled across the outage"
 
 
 @pytest.mark.slow  # restarts PostgreSQL mid-stream (timing-heavy); test_writer_outage runs by default

@@ -133,3 +133,20 @@ async def test_put_waits_when_buffer_full(pool: asyncpg.Pool) -> None:
     await asyncio.wait_for(blocked, 5)
     await w.close()
     assert await pool.fetchval("SELECT count(*) FROM port_counters") == 200
+
+
+async def test_close_while_the_timer_flushes_loses_nothing(pool: asyncpg.Pool) -> None:
+    """close() waits for a timer flush in progress rather than cutting its COPY off."""
+    w = writer_for(pool, PortSample, batch_rows=100_000, flush_interval_s=0.01, max_pending_rows=1_000_000)
+    w.start()
+    rows = samples(40_000)
+    await w.put(rows)  # below a batch: only the timer flushes it
+    for _ in range(200):  # until the timer's flush holds the lock (its COPY under way)
+        if w._flush_lock.locked():
+            break
+        await asyncio.sleep(0.001)
+    assert w._flush_lock.locked()
+    await w.close()
+    assert w.pending == 0 and w.stats.rows_rejected == 0
+    assert w.stats.batches == 1  # the timer's COPY ran to its end; nothing was cut off and redone
+    assert await pool.fetchval("SELECT count(*) FROM port_counters") == 40_000
