@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -25,6 +26,7 @@ from collector.runner import CollectorService, plan
 from config.model import Config
 from demo.receiver import Delivery, Receiver
 from demo.tour import Step
+from fabric.errors import FabricmonError
 from fabric.model import FabricParams
 from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
 from simulator.sim_config import sim_config
@@ -32,6 +34,27 @@ from simulator.sim_config import sim_config
 JOB_ID = "llm-70b-pretrain"
 
 Say = Callable[[str], None]
+
+
+#: A step's time limit, and the wait for the first healthy verdict, in sampling intervals.
+STEP_INTERVALS = 8
+HEALTHY_INTERVALS = 8
+#: Past this many GPUs the default interval grows with the fabric (see :func:`auto_interval`).
+SMALL_FABRIC_GPUS = 1024
+
+
+class DemoError(FabricmonError, RuntimeError):
+    """The demo could not go on (e.g. the fabric never turned healthy)."""
+
+
+def auto_interval(gpus: int) -> float:
+    """The default sampling interval: 2 s up to 1,024 GPUs, then 2 s per 512 GPUs (16,384: 64 s).
+
+    Simulator, collectors, analyzer and API share one process here; at 16,384 GPUs a sample
+    round is ~2.6M counter values, which that one process gets through in well under a minute
+    (docs/benchmarks.md).
+    """
+    return 2.0 if gpus <= SMALL_FABRIC_GPUS else 2.0 * math.ceil(gpus / 512)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +67,15 @@ class DemoOptions:
     duration_s: float | None = None
     listen: str = "127.0.0.1:8080"
     interval_s: float = 2.0
+    #: At least this long for each fault to be found (and, after clearing, resolved); never
+    #: less than :data:`STEP_INTERVALS` sampling intervals, so a large fabric's slower pace fits.
     step_timeout_s: float = 60.0
+
+    @property
+    def timeout_s(self) -> float:
+        """How long one step may take to be found, fire its webhook or resolve."""
+        return max(self.step_timeout_s, STEP_INTERVALS * self.interval_s)
+
     seed: int = 1
 
 
@@ -147,7 +178,8 @@ async def run_demo(opts: DemoOptions, dsn: str, say: Say, stop: asyncio.Event) -
             async with serving(app, opts.listen), _tasks(collector.run(services_stop), analyzer.run(services_stop)):
                 result.api = f"http://{opts.listen}/"
                 say(f"dashboard: {result.api}   API: {result.api}v1/health   webhooks → {webhook}")
-                await _wait(lambda: _healthy(analyzer), 90, "a first healthy verdict")
+                first, hint = max(90, HEALTHY_INTERVALS * opts.interval_s), "collectors behind? try a longer --interval"
+                await _wait(lambda: _healthy(analyzer), first, f"healthy verdict ({hint})")
                 say("the fabric is healthy; starting the tour")
                 for step in opts.steps:
                     result.steps.append(await _play(step, sim, analyzer, receiver, opts, say))
@@ -172,7 +204,7 @@ async def _wait(cond: Callable[[], bool], within_s: float, what: str) -> None:
     deadline = time.monotonic() + within_s
     while not cond():
         if time.monotonic() > deadline:
-            raise TimeoutError(f"demo: no {what} within {within_s:.0f} s")
+            raise DemoError(f"no {what} within {within_s:.0f} s")
         await asyncio.sleep(0.25)
 
 
@@ -193,13 +225,13 @@ async def _play(step: Step, sim: RunningSim, analyzer: AnalyzerService, receiver
     t0 = time.monotonic()
     applied = sim.state.apply(step.fault)
     finding: dict[str, Any] | None = None
-    while time.monotonic() - t0 < opts.step_timeout_s:
+    while time.monotonic() - t0 < opts.timeout_s:
         finding = _find(analyzer, step)
         if finding is not None:
             break
         await asyncio.sleep(0.2)
     if finding is None:
-        say(f"  ✗ not found within {opts.step_timeout_s:.0f} s (expected {step.rule})")
+        say(f"  ✗ not found within {opts.timeout_s:.0f} s (expected {step.rule})")
         sim.state.clear(applied.id)
         return res
     res.found, res.found_s = True, time.monotonic() - t0
@@ -208,17 +240,17 @@ async def _play(step: Step, sim: RunningSim, analyzer: AnalyzerService, receiver
     if step.story:
         say(f"    {step.story}")
     fp = finding["fingerprint"]
-    fired = await receiver.wait_for("alert.firing", fp, opts.step_timeout_s - (time.monotonic() - t0))
+    fired = await receiver.wait_for("alert.firing", fp, opts.timeout_s - (time.monotonic() - t0))
     if fired is not None:
         res.webhook_s = fired.at - t0
         res.jobs = [j["id"] for j in fired.body.get("jobs", [])]
         res.action = fired.body.get("recommended_action")
     sim.state.clear(applied.id)
     t1 = time.monotonic()
-    if await receiver.wait_for("alert.resolved", fp, opts.step_timeout_s) is not None:
+    if await receiver.wait_for("alert.resolved", fp, opts.timeout_s) is not None:
         res.resolved_s = time.monotonic() - t1
         say(f"  ✓ cleared; alert resolved {res.resolved_s:.1f} s later")
-    await _wait(lambda: _healthy(analyzer) or time.monotonic() - t1 > opts.step_timeout_s, opts.step_timeout_s + 5,
+    await _wait(lambda: _healthy(analyzer) or time.monotonic() - t1 > opts.timeout_s, opts.timeout_s + 5,
                 "healthy fabric")  # fmt: skip
     return res
 

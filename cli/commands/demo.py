@@ -22,7 +22,7 @@ from rich.table import Table
 
 from cli import context
 from cli.service import stop_on_signals
-from demo.runner import DemoOptions, DemoResult, run_demo
+from demo.runner import DemoOptions, DemoResult, auto_interval, run_demo
 from demo.tour import builtin_tours, load_tour
 from store.db import recreate_database
 from store.pgserver import EmbeddedStore
@@ -39,7 +39,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
     )
     p.add_argument("--duration", type=float, metavar="S", help="exit S seconds after the start (default: stay up)")
     p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT", help="API and dashboard address")
-    p.add_argument("--interval", type=float, default=2.0, metavar="S", help="sampling and evaluation interval (2)")
+    p.add_argument(
+        "--interval",
+        type=float,
+        metavar="S",
+        help="sampling and evaluation interval (default: 2 s up to 1,024 GPUs, then 2 s per 512 GPUs)",
+    )
     p.add_argument("--report", type=Path, metavar="FILE", help="write the detection figures as JSON")
     p.set_defaults(handler=run)
 
@@ -48,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     config = context.config_of(args)
     steps = () if args.scenario == "clean" else tuple(load_tour(args.scenario)[1])
     opts = DemoOptions(gpus=args.gpus, steps=steps, tour=args.scenario, duration_s=args.duration,
-                       listen=args.listen, interval_s=args.interval)  # fmt: skip
+                       listen=args.listen, interval_s=args.interval or auto_interval(args.gpus))  # fmt: skip
     console = Console(stderr=True, highlight=False)
 
     def say(line: str) -> None:
