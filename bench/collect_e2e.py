@@ -125,6 +125,7 @@ async def run(dsn: str) -> dict[str, Any]:
                 "FABRICMON_COLLECTOR__GNMI_INTERVAL_S": str(INTERVAL_S),
             }
             shards: list[_Shard] = []
+            switches = 0
             try:
                 for i in range(SHARDS):
                     at = f"127.0.0.1:{_free_port()}"
@@ -138,8 +139,8 @@ async def run(dsn: str) -> dict[str, Any]:
                     )
                     shards.append(_Shard(proc, f"http://{at}/metrics"))
                     if i == 0:  # the first migrates the store; the others start on a ready schema
-                        await _until_schema(dsn)
-                return await _measure(dsn, shards)
+                        switches = await _until_schema(dsn)
+                return await _measure(dsn, shards, switches)
             finally:
                 for shard in shards:
                     if shard.proc.poll() is None:
@@ -161,8 +162,7 @@ async def _until_schema(dsn: str) -> int:
         await pool.close()
 
 
-async def _measure(dsn: str, shards: list[_Shard]) -> dict[str, Any]:
-    switches = await _until_schema(dsn)
+async def _measure(dsn: str, shards: list[_Shard], switches: int) -> dict[str, Any]:
     connect_s = await _until_connected(shards, switches)
     await asyncio.sleep(INTERVAL_S * 1.5)  # past every stream's first full dump
     m0 = [_metrics(s.url) for s in shards]
