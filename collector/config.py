@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from collector.counters import PFC_HEARTBEAT_S
 from config.base import Section, check_hostport
 
 
@@ -94,7 +95,7 @@ class CollectorConfig(Section):
     stale_intervals: float = Field(3.0, ge=1)
     #: PFC rows are stored when a pause counter moved, for the sample after, and at least this
     #: often per port (seconds); 0 stores every sample (eight rows per port per interval).
-    pfc_heartbeat_s: float = Field(300.0, ge=0, le=86400)
+    pfc_heartbeat_s: float = Field(PFC_HEARTBEAT_S, ge=0, le=86400)
 
     @field_validator("shard")
     @classmethod

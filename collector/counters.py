@@ -40,6 +40,8 @@ MAX_SPEED_BPS = 800 * 10**9
 ABSURD_FACTOR = 1.5
 MIN_FRAME_BITS = 84 * 8  # 64-byte frame + preamble + inter-frame gap
 PFC_PRIORITIES = 8
+#: Default for ``collector.pfc_heartbeat_s``: the longest a quiet port goes without PFC rows.
+PFC_HEARTBEAT_S = 300.0
 
 _OCTETS = ("in_octets", "out_octets")
 _PKTS_IN = ("in_unicast_pkts", "in_multicast_pkts", "in_broadcast_pkts")
@@ -116,7 +118,7 @@ def _status(up: bool | None) -> str:
 class CounterTracker:
     """Keeps the previous reading of every port and derives rates and events from the next."""
 
-    def __init__(self, pfc_heartbeat_s: float = 300.0) -> None:
+    def __init__(self, pfc_heartbeat_s: float = PFC_HEARTBEAT_S) -> None:
         self._ports: dict[tuple[str, str], _PortState] = {}
         self.stats = TrackerStats()
         self._pfc_heartbeat_ns = int(pfc_heartbeat_s * 1e9)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from collector.counters import CounterTracker
+from collector.counters import PFC_HEARTBEAT_S, CounterTracker
 from collector.records import LldpReading, PortReading, TargetState
 from fabric.model import Fabric
 from store.config import WriterConfig
@@ -66,7 +66,7 @@ class Pipeline:
         *,
         spool_dir: Path | None = None,
         housekeeping_s: float = 1.0,
-        pfc_heartbeat_s: float = 300.0,
+        pfc_heartbeat_s: float = PFC_HEARTBEAT_S,
     ) -> None:
         self.pool = pool
         self.config = config or WriterConfig()
