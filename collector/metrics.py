@@ -13,6 +13,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from collector.heartbeat import HeartbeatStats
 from collector.pipeline import Pipeline
 from collector.records import TargetState
 
@@ -20,9 +21,12 @@ from collector.records import TargetState
 class CollectorMetrics(Collector):
     """Exposes ``fabricmon_collector_*`` metrics."""
 
-    def __init__(self, pipeline: Pipeline, collectors: Mapping[str, Any]) -> None:
+    def __init__(
+        self, pipeline: Pipeline, collectors: Mapping[str, Any], heartbeat: HeartbeatStats | None = None
+    ) -> None:
         self.pipeline = pipeline
         self.collectors = collectors
+        self.heartbeat = heartbeat
 
     def collect(self) -> Iterator[Metric]:
         p = self.pipeline
@@ -44,6 +48,7 @@ class CollectorMetrics(Collector):
         )
         yield from self._writers()
         yield from self._targets()
+        yield from self._heartbeat()
         for protocol, collector in sorted(self.collectors.items()):
             stats = getattr(collector, "stats", None)
             if stats is None or not dataclasses.is_dataclass(stats):
@@ -58,18 +63,40 @@ class CollectorMetrics(Collector):
         pending = GaugeMetricFamily("fabricmon_writer_pending_rows", "rows buffered (the queue)", labels=["table"])
         spool_rows = CounterMetricFamily("fabricmon_spool_rows", "spool rows by outcome", labels=["table", "outcome"])
         spool_bytes = GaugeMetricFamily("fabricmon_spool_bytes", "bytes spooled on disk", labels=["table"])
+        spool_pending = GaugeMetricFamily("fabricmon_spool_pending_rows", "rows on disk to replay", labels=["table"])
+        watermark = GaugeMetricFamily(
+            "fabricmon_writer_watermark_seconds", "Unix time of the newest sample committed", labels=["table"]
+        )
         for w in self.pipeline.writers:
             rows.add_metric([w.table, "written"], w.stats.rows_written)
             rows.add_metric([w.table, "duplicate"], w.stats.rows_duplicate)
             rows.add_metric([w.table, "rejected"], w.stats.rows_rejected)
             pending.add_metric([w.table], w.pending)
+            if w.watermark is not None:
+                watermark.add_metric([w.table], w.watermark.timestamp())
             if w.spool is not None:
                 s = w.spool.stats
                 spool_rows.add_metric([w.table, "spooled"], s.rows_spooled)
                 spool_rows.add_metric([w.table, "replayed"], s.rows_replayed)
                 spool_rows.add_metric([w.table, "dropped"], s.rows_dropped)
                 spool_bytes.add_metric([w.table], s.bytes)
-        yield from (rows, pending, spool_rows, spool_bytes)
+                spool_pending.add_metric([w.table], s.rows)
+        yield from (rows, pending, spool_rows, spool_bytes, spool_pending, watermark)
+
+    def _heartbeat(self) -> Iterator[Metric]:
+        hb = self.heartbeat
+        if hb is None:
+            return
+        beats = CounterMetricFamily(
+            "fabricmon_collector_heartbeats", "heartbeat rows written or skipped", labels=["outcome"]
+        )
+        beats.add_metric(["written"], hb.written)
+        beats.add_metric(["skipped"], hb.skipped)
+        yield beats
+        if hb.last_written is not None:
+            yield GaugeMetricFamily(
+                "fabricmon_collector_heartbeat_seconds", "Unix time of the last heartbeat written", hb.last_written
+            )
 
     def _targets(self) -> Iterator[Metric]:
         state = GaugeMetricFamily(

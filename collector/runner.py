@@ -3,7 +3,9 @@
 Protocols are chosen from an explicit table (``COLLECTORS``); each collector owns its
 per-target tasks. The service owns the collectors, the pipeline and the retention schedule,
 and on stop cancels the collectors first, then drains the pipeline (to the database, or to the
-spool), so nothing read is lost on SIGTERM.
+spool), so nothing read is lost on SIGTERM. Its heartbeat (:mod:`collector.heartbeat`) tells the
+database, every few seconds, which switches it collects and what it has committed; a clean stop
+says so last.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Protocol
 
 from collector.config import CollectorConfig
 from collector.gnmi import GnmiCollector
+from collector.heartbeat import HeartbeatTask, sampling_interval
 from collector.pipeline import Pipeline
 from collector.records import Sink
 from collector.snmp import SnmpCollector
@@ -93,14 +96,23 @@ class CollectorService:
             protocol: COLLECTORS[protocol](targets, self.pipeline, config.collector)
             for protocol, targets in the_plan.targets.items()
         }
+        self.heartbeat = HeartbeatTask(
+            pool,
+            self.pipeline,
+            switches=lambda: [t.switch for targets in self.plan.targets.values() for t in targets],
+            interval_s=sampling_interval(config.collector, the_plan.targets),
+            shard=the_plan.shard,
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
         """Collect until ``stop`` is set or a collector fails; then drain and return."""
         self.pipeline.start()
+        self.heartbeat.start()
         running = {asyncio.create_task(c.run(), name=f"collector-{p}") for p, c in self.collectors.items()}
         retention = asyncio.create_task(retention_loop(self.pool, self.config.database.retention), name="retention")
         stopper = asyncio.create_task(stop.wait(), name="stop")
         owned = [*running, retention, stopper]
+        clean = False
         try:
             while not stop.is_set():
                 done, _ = await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)
@@ -109,6 +121,7 @@ class CollectorService:
                     if not task.cancelled() and (exc := task.exception()) is not None:
                         raise exc
                     log.warning("%s finished on its own", task.get_name())
+            clean = True
         finally:
             for task in owned:
                 task.cancel()
@@ -116,3 +129,4 @@ class CollectorService:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             await self.pipeline.close()
+            await self.heartbeat.stop(clean=clean)  # after the drain: the final watermark; a crash goes silent

@@ -10,6 +10,10 @@ is bisected until that row stands alone; it alone is rejected and counted.
 When the database is unreachable: with a :class:`~store.spool.Spool`, batches go to disk and are
 replayed in order, before anything newer, once it is back; without one, the failed batch stays
 buffered and ``flush`` raises :class:`~store.db.StoreUnavailable`.
+
+``watermark`` is the newest ``time`` among the rows the database has committed (capped at the
+wall clock of the commit, so one sample stamped by a clock running ahead cannot hide a writer
+that has stopped): the collector's heartbeat reports it, and a wedged writer shows as a stale one.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -79,6 +84,9 @@ class BatchWriter:
         self.columns = list(columns)
         self.config = config or WriterConfig()
         self.stats = WriterStats()
+        #: Newest ``time`` committed (None: nothing yet, or the table has no ``time`` column).
+        self.watermark: datetime | None = None
+        self._time_index = self.columns.index("time") if "time" in self.columns else None
         self._pending: list[Row] = []
         self._flush_lock = asyncio.Lock()
         self._room = asyncio.Condition()
@@ -210,7 +218,23 @@ class BatchWriter:
                 raise
             raise StoreUnavailable(f"writing {self.table}: {exc}") from exc
         self.stats.rows_written += len(batch)
+        self._committed(batch)
         return len(batch)
+
+    def _committed(self, batch: Sequence[Row]) -> None:
+        """Advance ``watermark`` past a batch the database has committed."""
+        i = self._time_index
+        if i is None or not batch:
+            return
+        try:
+            newest = max(r[i] for r in batch)
+        except TypeError:  # a NULL or odd time somewhere: skip those
+            newest = max((r[i] for r in batch if isinstance(r[i], datetime) and r[i].tzinfo), default=None)
+        if not isinstance(newest, datetime) or newest.tzinfo is None:
+            return
+        newest = min(newest, datetime.now(UTC))
+        if self.watermark is None or newest > self.watermark:
+            self.watermark = newest
 
     async def _write_safely(self, conn: asyncpg.Connection, batch: Sequence[Row]) -> int:
         """Conflict-safe write; bisects to isolate rows the database or encoder refuses."""
@@ -230,6 +254,7 @@ class BatchWriter:
             mid = len(batch) // 2
             return await self._write_safely(conn, batch[:mid]) + await self._write_safely(conn, batch[mid:])
         inserted = int(status.rsplit(" ", 1)[-1])
+        self._committed(batch)
         self.stats.rows_written += inserted
         self.stats.rows_duplicate += len(batch) - inserted
         return inserted

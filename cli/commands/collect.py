@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         async with database(dsn, config, fabric) as pool:
             service = CollectorService(config, fabric, pool, the_plan)
             registry = CollectorRegistry()
-            registry.register(CollectorMetrics(service.pipeline, service.collectors))
+            registry.register(CollectorMetrics(service.pipeline, service.collectors, service.heartbeat.stats))
             counts = ", ".join(f"{p}: {len(t)}" for p, t in sorted(the_plan.targets.items()))
             shard = f" (shard {the_plan.shard[0]}/{the_plan.shard[1]})" if the_plan.shard else ""
             note(f"collecting {the_plan.switches} switches{shard} — {counts}")

@@ -64,9 +64,8 @@ def run_all(args: argparse.Namespace) -> int:
         async with database(dsn, config, fabric) as pool:
             collector = CollectorService(config, fabric, pool, the_plan)
             analyzer = AnalyzerService(config, fabric, pool)
-            app = create_app(
-                config, fabric, pool=pool, extra_collectors=[CollectorMetrics(collector.pipeline, collector.collectors)]
-            )
+            metrics = CollectorMetrics(collector.pipeline, collector.collectors, collector.heartbeat.stats)
+            app = create_app(config, fabric, pool=pool, extra_collectors=[metrics])
             note(f"collecting {the_plan.switches} switches, analyzing every {config.analyzer.interval_s:g} s")
             async with serving(app, args.listen or config.api.listen):
                 collecting = asyncio.create_task(collector.run(stop), name="collector")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import tempfile
 from pathlib import Path
 
@@ -56,3 +57,24 @@ def test_replays_exactly_what_was_pushed(batches: list[list[int]]) -> None:
             out.append([x for (x,) in got])
             spool.pop()
         assert out == batches
+
+
+def test_rows_waiting_are_counted_across_restarts_and_old_names(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, max_bytes=10_000_000)
+    spool.push([(1,), (2,), (3,)])
+    spool.push([(4,)])
+    assert spool.stats.rows == 4
+    # A segment written before names carried the row count is counted from its content.
+    (tmp_path / "000000000007.batch").write_bytes(pickle.dumps([(5,), (6,)]))
+    again = Spool(tmp_path, max_bytes=10_000_000)
+    assert again.stats.rows == 6 and len(again) == 3
+    again.pop()
+    assert again.stats.rows == 3
+    again.push([(7,)])  # numbered after the old-style segment
+    assert again.peek() == [(4,)]
+    again.pop()
+    assert again.peek() == [(5,), (6,)]
+    again.pop()
+    assert again.peek() == [(7,)] and again.stats.rows == 1
+    again.pop()
+    assert again.stats.rows == 0
