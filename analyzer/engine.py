@@ -20,6 +20,7 @@ from analyzer.findings import SEVERITY_ORDER, Finding
 from analyzer.oversubscription import check_oversubscription
 from analyzer.pfc import check_pfc_storms
 from analyzer.rails import check_ecmp, check_rail_capacity, check_rail_load
+from analyzer.snapshot import check_unreported_ports
 from analyzer.stability import check_errors, check_flaps, check_freshness, check_outages
 from fabric.model import Fabric
 from store.db import UNAVAILABLE_ERRORS, Connection
@@ -35,7 +36,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
     "rail_symmetry": (check_cabling, check_rail_capacity, check_rail_load, check_ecmp),
     "oversubscription": (check_oversubscription,),
     "stability": (check_flaps, check_outages, check_pfc_storms, check_errors),
-    "collection": (check_freshness,),
+    "collection": (check_freshness, check_unreported_ports),
 }
 
 
@@ -51,6 +52,7 @@ RULES_OF: dict[Check, frozenset[str]] = {
     check_pfc_storms: frozenset({"pfc_storm"}),
     check_errors: frozenset({"error_rate"}),
     check_freshness: frozenset({"stale_switch"}),
+    check_unreported_ports: frozenset({"ports_unreported"}),
 }
 
 

@@ -20,6 +20,8 @@ pfc_storm                   ``switch:port:priority`` of the port where the storm
 error_rate                  ``switch:port``: FCS/CRC or discard rate above threshold
 switch_flapping             ``switch``: many ports of one switch flapping within seconds
 stale_switch                ``switch``: not heard from in ``stale_intervals`` intervals
+ports_unreported            ``switch``: reports, but some cabled ports sent no sample in
+                            ``stale_intervals`` intervals (one finding per switch)
 ==========================  ================================================================
 """
 

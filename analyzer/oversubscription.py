@@ -2,16 +2,29 @@
 
 Live capacity counts cabled ports that are up, at their live speed. A downed uplink or one that
 fell back to a lower speed raises the ratio; the fabric no longer keeps its non-blocking
-promise, silently, for the servers under that switch. Per switch, then rolled up per rail,
-per group and fabric-wide (sum of down over sum of up). Ratios are kept as a series
+promise, silently, for the servers under that switch. Ratios are kept as a series
 (``oversubscription`` hypertable, written by the service) so one can see when drift began.
 
-A switch with a cabled port missing from the window is skipped: we never guess capacity, and
-the freshness check reports the silence.
+Roll-ups are **per tier**. A leaf↔spine link is a leaf's uplink and a spine's downlink: summing
+leaves and spines together, a lost link takes as much from the down side as from the up side
+and the roll-up stays at 1:1 however many links are lost. So each rail, group and the fabric is
+summed per tier (sum of down over sum of up of its leaves, and of its spines): rows named
+``<name>/leaf`` and ``<name>/spine`` under the scope ``rail``, ``group`` or ``fabric``
+(``rail-3/leaf``, ``fabric/spine``; groups hold leaves only). The roll-up's own row (``rail-3``,
+``group-1``, ``fabric``) is its worst tier's (highest drift against that tier's design), with
+that tier's capacities, so down/up still gives its ratio. A tier's figure is an aggregate: one
+leaf at 1.333 among 32 of a rail reads ~1.008 there; the worst single switches are the
+report's ``worst``. Superspines (the top tier, no uplinks) are in no roll-up.
+
+A switch with a cabled port missing from the window is skipped (and so absent from the
+roll-ups): we never guess capacity. The ``ports_unreported`` finding
+(:func:`analyzer.snapshot.check_unreported_ports`) names the missing ports, and
+``stale_switch`` a switch silent altogether.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -22,10 +35,14 @@ from analyzer.snapshot import Snapshot, live_gbps, port_snapshot
 from fabric.model import Fabric, Role
 from store.db import Connection
 
+#: Tiers in roll-up order (a tie in drift names the lower tier, where the servers are).
+TIER_ORDER: dict[str, int] = {str(Role.LEAF): 0, str(Role.SPINE): 1}
+
 
 @dataclass(frozen=True, slots=True)
 class Ratio:
-    """Live down:up capacity of one switch, or of a roll-up (``scope``: switch|rail|group|fabric)."""
+    """Live down:up capacity of one switch, or of a roll-up (``scope``: switch|rail|group|fabric;
+    a roll-up's tiers are named ``<roll-up>/<tier>``, e.g. ``rail-3/leaf``)."""
 
     scope: str
     name: str
@@ -72,8 +89,9 @@ def switch_ratios(fabric: Fabric, snap: Snapshot) -> list[Ratio]:
 
 
 def rollups(fabric: Fabric, ratios: Iterable[Ratio]) -> list[Ratio]:
-    """Per rail, per group and fabric-wide sums of the switch ratios."""
-    acc: dict[tuple[str, str], list[float]] = {}
+    """Per rail, per group and fabric-wide: each tier's sums, and the worst tier as the roll-up's figure."""
+    # (scope, name, tier) -> [live down, live up, design down, design up]
+    acc: dict[tuple[str, str, str], list[float]] = {}
     for r in ratios:
         sw = fabric.switches[r.name]
         keys = [("fabric", "fabric")]
@@ -81,11 +99,22 @@ def rollups(fabric: Fabric, ratios: Iterable[Ratio]) -> list[Ratio]:
             keys.append(("rail", f"rail-{sw.rail}"))
         if sw.group is not None:
             keys.append(("group", f"group-{sw.group}"))
-        for key in keys:
-            a = acc.setdefault(key, [0.0, 0.0])
+        design_down, design_up = fabric.capacity(r.name)
+        for scope, name in keys:
+            a = acc.setdefault((scope, name, str(sw.role)), [0.0, 0.0, 0.0, 0.0])
             a[0] += r.down_gbps
             a[1] += r.up_gbps
-    return [Ratio(scope, name, d, u, 1.0) for (scope, name), (d, u) in sorted(acc.items())]
+            a[2] += design_down
+            a[3] += design_up
+    tiers: dict[tuple[str, str], list[Ratio]] = {}
+    for (scope, name, tier), (d, u, dd, du) in sorted(acc.items()):
+        design = 1.0 if dd == du else dd / du if du > 0 else math.inf  # as Fabric.design_ratio
+        tiers.setdefault((scope, name), []).append(Ratio(scope, f"{name}/{tier}", d, u, design))
+    out: list[Ratio] = []
+    for (scope, name), rows in tiers.items():
+        worst = max(rows, key=lambda t: (t.drift, -TIER_ORDER.get(t.name.rsplit("/", 1)[1], 9)))
+        out += [Ratio(scope, name, worst.down_gbps, worst.up_gbps, worst.design_ratio), *rows]
+    return out
 
 
 async def check_oversubscription(conn: Connection, ctx: CheckContext) -> list[Finding]:

@@ -7,7 +7,10 @@ crosses it. Three checks share the port snapshot:
   live/design uplink fraction among the rail's leaves and spines (the servers under that leaf
   get that much less bandwidth on the rail). Below design by more than the tolerance →
   ``rail_capacity_asymmetry``, with the gap to the best rail and the training-efficiency loss
-  the FABRIC.md model predicts for the GPUs under the bottleneck.
+  the FABRIC.md model predicts for the GPUs under the bottleneck. An uplink with no sample in
+  the snapshot counts at its design speed (a figure, not a guess of a fault): the finding lists
+  such uplinks of the rail (``unreported_ports``), and ``ports_unreported``
+  (:func:`analyzer.snapshot.check_unreported_ports`) reports them.
 * **Load.** While traffic flows, each rail's throughput toward its GPUs (leaf down-ports, in +
   out) is compared with the median rail; one well below is a straggler (``rail_load_straggler``).
 * **ECMP balance.** The spread of tx rates over a switch's live uplinks (coefficient of
@@ -42,26 +45,31 @@ class RailCapacity:
     bottleneck: str | None
     bottleneck_fraction: float
     lost_ports: tuple[tuple[str, str], ...]
+    #: Cabled uplinks of the rail without a sample in the snapshot (counted at design speed).
+    unreported_ports: tuple[tuple[str, str], ...] = ()
 
 
 def rail_capacities(fabric: Fabric, snap: Snapshot) -> list[RailCapacity]:
     """Per rail: summed live and design uplink capacity, and the bottleneck switch."""
-    per_rail: dict[int, list[tuple[str, float, float, list[tuple[str, str]]]]] = {}
+    per_rail: dict[int, list[tuple[str, float, float, list[tuple[str, str]], list[tuple[str, str]]]]] = {}
     for name, sw in fabric.switches.items():
         if sw.rail is None or sw.role is Role.SUPERSPINE:
             continue
         live = design = 0.0
         lost: list[tuple[str, str]] = []
+        unknown: list[tuple[str, str]] = []
         for p in fabric.ports(name):
             if p.peer is None or p.direction != "up":
                 continue
             cap = live_gbps(snap.get((name, p.name)))
             design += p.speed_gbps
-            live += p.speed_gbps if cap is None else cap  # unknown: the freshness check speaks for it
+            live += p.speed_gbps if cap is None else cap  # unknown: ports_unreported speaks for it
             if cap is not None and cap < p.speed_gbps:
                 lost.append((name, p.name))
+            elif (name, p.name) not in snap:
+                unknown.append((name, p.name))
         if design > 0:
-            per_rail.setdefault(sw.rail, []).append((name, live, design, lost))
+            per_rail.setdefault(sw.rail, []).append((name, live, design, lost, unknown))
     out: list[RailCapacity] = []
     for rail, switches in sorted(per_rail.items()):
         worst = min(switches, key=lambda s: (s[1] / s[2], s[0]))
@@ -73,6 +81,7 @@ def rail_capacities(fabric: Fabric, snap: Snapshot) -> list[RailCapacity]:
                 bottleneck=worst[0] if worst[1] < worst[2] else None,
                 bottleneck_fraction=worst[1] / worst[2],
                 lost_ports=tuple(p for s in switches for p in s[3]),
+                unreported_ports=tuple(p for s in switches for p in s[4]),
             )
         )
     return out
@@ -111,6 +120,7 @@ async def check_rail_capacity(conn: Connection, ctx: CheckContext) -> list[Findi
                     "best_rail_fraction": round(best, 4),
                     "asymmetry": round(gap, 4),
                     "lost_ports": [f"{s}:{p}" for s, p in c.lost_ports],
+                    "unreported_ports": [f"{s}:{p}" for s, p in c.unreported_ports],
                     "efficiency_loss": round(loss, 4),
                 },
                 observed_at=ctx.now,

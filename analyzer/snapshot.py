@@ -11,7 +11,14 @@ A sample that arrives late (a busy collector, a slow flush) must not make a swit
 the capacity checks, which skip a switch with a cabled port missing rather than guess. So the
 switches with cabled ports missing from the window get a second, narrow query that reaches back
 as far as the freshness check does (``stale_intervals``): a late port is read from its last
-sample; only a port silent for longer stays unknown, and the freshness check reports it.
+sample; only a port silent for longer stays unknown.
+
+Unknown is never silence. A switch silent altogether is ``stale_switch`` (the freshness check).
+A switch that reports some ports while cabled ports of it (inventory ports with a peer) have no
+sample within that reach is ``ports_unreported`` (:func:`check_unreported_ports`): one warning
+per switch, never one per port, listing the missing ports, with their blast radius. The
+capacity checks cannot judge such a switch (oversubscription skips it; rail capacity counts a
+missing uplink at its design speed), and this finding says so.
 """
 
 from __future__ import annotations
@@ -21,11 +28,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from analyzer.context import CheckContext
+from analyzer.findings import Finding, blast_radius
+from analyzer.links import human_s
 from fabric.model import Fabric
 from store.db import Connection, Record
 
 #: How far back the snapshot reaches, in sampling intervals.
 SNAPSHOT_INTERVALS = 1.5
+#: Missing ports named in a ``ports_unreported`` summary (details list them all).
+SUMMARY_PORTS = 4
 
 _SQL = """
 SELECT switch, port,
@@ -105,3 +116,41 @@ def live_gbps(port: PortNow | None) -> float | None:
     if not port.oper_up:
         return 0.0
     return (port.speed_bps or 0) / 1e9
+
+
+async def check_unreported_ports(conn: Connection, ctx: CheckContext) -> list[Finding]:
+    """``ports_unreported`` for switches that report, but not on all their cabled ports."""
+    snap = await port_snapshot(conn, ctx)
+    incomplete = incomplete_switches(ctx.fabric, snap)
+    if not incomplete:
+        return []
+    reporting = {switch for switch, _ in snap}
+    reach_s = ctx.thresholds.stale_intervals * ctx.collect_interval_s
+    findings: list[Finding] = []
+    for name in incomplete:
+        if name not in reporting:
+            continue  # silent altogether: stale_switch
+        cabled = [p.name for p in ctx.fabric.ports(name) if p.peer is not None]
+        missing = [p for p in cabled if (name, p) not in snap]
+        shown = ", ".join(missing[:SUMMARY_PORTS]) + (", ..." if len(missing) > SUMMARY_PORTS else "")
+        findings.append(
+            Finding(
+                rule="ports_unreported",
+                key=name,
+                severity="warning",
+                summary=(
+                    f"{name}: {len(missing)} of {len(cabled)} cabled ports sent no sample in the last "
+                    f"{human_s(reach_s)} ({shown}); its capacity cannot be judged"
+                ),
+                scope=blast_radius(ctx.fabric, ports=[(name, p) for p in missing]),
+                details={
+                    "switch": name,
+                    "unreported_ports": missing,
+                    "cabled_ports": len(cabled),
+                    "reported_ports": len(cabled) - len(missing),
+                    "window_s": reach_s,
+                },
+                observed_at=ctx.now,
+            )
+        )
+    return findings

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,9 +12,12 @@ import pytest
 from analyzer.cabling import check_cabling
 from analyzer.config import ThresholdsConfig
 from analyzer.context import CheckContext
+from analyzer.engine import CHECKS as HEALTH_CHECKS
+from analyzer.engine import RULES_OF
 from analyzer.findings import Finding
-from analyzer.oversubscription import check_oversubscription
+from analyzer.oversubscription import Ratio, check_oversubscription
 from analyzer.rails import check_ecmp, check_rail_capacity, check_rail_load
+from analyzer.snapshot import check_unreported_ports
 from collector.pipeline import Pipeline
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
@@ -26,7 +29,14 @@ from store.migrate import migrate
 
 S = 1_000_000_000
 FABRIC = build_aipod(FabricParams(gpus=512))
-CHECKS = (check_oversubscription, check_rail_capacity, check_rail_load, check_ecmp, check_cabling)
+CHECKS = (
+    check_oversubscription,
+    check_rail_capacity,
+    check_rail_load,
+    check_ecmp,
+    check_cabling,
+    check_unreported_ports,
+)
 
 
 @dataclass
@@ -34,8 +44,13 @@ class Lab:
     pool: Pool
     state: FabricState
     clock: list[int]
+    memo: dict[str, Any] = field(default_factory=dict)
 
-    async def run(self, steps: int = 3, *, late_s: float = 0.0) -> list[Finding]:
+    async def run(
+        self, steps: int = 3, *, late_s: float = 0.0, unreported: Sequence[tuple[str, str | None]] = ()
+    ) -> list[Finding]:
+        """Feed ``steps`` rounds, then run the checks; ``unreported`` (switch, port or None for
+        all its ports) are removed from the store first, as if they had never reported."""
         pipe = Pipeline(self.pool, FABRIC)
         pipe.start()
         for _ in range(steps):
@@ -47,8 +62,13 @@ class Lab:
         ctx = CheckContext(FABRIC, ThresholdsConfig(), now, collect_interval_s=10, window_s=25)
         found: list[Finding] = []
         async with self.pool.acquire() as conn:
+            for switch, port in unreported:
+                await conn.execute(
+                    "DELETE FROM port_counters WHERE switch = $1 AND ($2::text IS NULL OR port = $2)", switch, port
+                )
             for check in CHECKS:
                 found += await check(conn, ctx)
+        self.memo = ctx.memo
         return found
 
     def apply(self, fault: dict[str, Any]) -> Any:
@@ -92,6 +112,43 @@ async def test_uplink_down_is_drift_on_that_leaf_and_rail_asymmetry(lab: Lab) ->
     assert rail.details["efficiency_loss"] > 0
     # The spine at the other end lost a downlink, not an uplink: no drift there.
     assert all(f.key != "sp-r3-1" for f in rules["oversubscription_drift"])
+
+
+async def test_a_lost_uplink_shows_in_its_rail_and_fabric_roll_ups(lab: Lab) -> None:
+    lab.apply({"kind": "link_down", "switch": "lf-g1-r3"})
+    await lab.run()
+    ratios: list[Ratio] = lab.memo["oversubscription"]
+    up = {r.name: r for r in ratios if r.scope != "switch"}
+    # One group: rail 3 is lf-g1-r3 (64 down, 63 up) over sp-r3-1, which lost a downlink instead.
+    assert up["rail-3"].ratio == pytest.approx(64 / 63) and up["rail-3/leaf"].ratio == pytest.approx(64 / 63)
+    assert up["rail-3/spine"].ratio == pytest.approx(63 / 64)
+    assert up["fabric"].ratio == pytest.approx(8 * 64 / (8 * 64 - 1)) and up["group-1"].ratio > 1
+    assert up["rail-4"].ratio == 1.0
+
+
+async def test_a_cabled_port_that_stops_reporting_is_one_finding_for_its_switch(lab: Lab) -> None:
+    # lf-g1-r3 lost an uplink, and two of its ports (that uplink and a server port) went silent:
+    # its drift can no longer be judged, and that is said, once for the switch.
+    lab.apply({"kind": "link_down", "switch": "lf-g1-r3"})
+    rules = by_rule(await lab.run(unreported=[("lf-g1-r3", "swp65"), ("lf-g1-r3", "swp2")]))
+    assert "oversubscription_drift" not in rules  # never guessed ...
+    (f,) = rules["ports_unreported"]  # ... but never silent either
+    assert f.key == "lf-g1-r3" and f.severity == "warning"
+    assert f.details["unreported_ports"] == ["swp2", "swp65"]
+    assert f.details["cabled_ports"] == 128 and f.details["reported_ports"] == 126
+    assert f.scope.ports == ("lf-g1-r3:swp2", "lf-g1-r3:swp65")
+    assert f.scope.rails == (3,) and f.scope.gpus == 64  # the uplink carries the rail-3 GPUs of all its servers
+    assert "2 of 128 cabled ports" in f.summary and "swp65" in f.summary
+
+
+async def test_a_switch_silent_altogether_is_not_ports_unreported(lab: Lab) -> None:
+    rules = by_rule(await lab.run(unreported=[("sp-r2-1", None), ("ssp-1", None)]))
+    assert "ports_unreported" not in rules  # stale_switch speaks for them (the freshness check)
+
+
+def test_ports_unreported_is_a_collection_rule() -> None:
+    assert check_unreported_ports in HEALTH_CHECKS["collection"]
+    assert RULES_OF[check_unreported_ports] == frozenset({"ports_unreported"})
 
 
 async def test_late_samples_are_read_not_skipped(lab: Lab) -> None:

@@ -299,6 +299,34 @@ async def test_a_reset_sample_never_counts_as_errors(small: Pool, fresh_db: str)
     assert [f for f in errors if f.rule == "error_rate"] == []  # 1 error per 10 s is under 10^6/h; 10^9 never seen
 
 
+async def test_discards_without_a_packet_count_are_not_a_share(small: Pool) -> None:
+    times = [T0 + timedelta(seconds=10 * i) for i in range(4)]
+    async with small.acquire() as conn:
+        await conn.copy_records_to_table("port_counters", records=_samples(SMALL, times), columns=PortSample._fields)
+        # lf-g1-r2:swp9 reports discards but no packet counters (in_pps NULL), and FCS errors;
+        # lf-g1-r3:swp9 counts its packets: none delivered, all discarded.
+        await conn.execute(
+            "UPDATE port_counters SET in_discards_ps = 100, in_fcs_errors_ps = 10 "
+            "WHERE switch = 'lf-g1-r2' AND port = 'swp9' AND time > $1",
+            times[0],
+        )
+        await conn.execute(
+            "UPDATE port_counters SET in_discards_ps = 100, in_pps = 0 "
+            "WHERE switch = 'lf-g1-r3' AND port = 'swp9' AND time > $1",
+            times[0],
+        )
+    found = {f.key: f for f in await run_checks(small, SMALL, times[-1]) if f.rule == "error_rate"}
+    assert sorted(found) == ["lf-g1-r2:swp9", "lf-g1-r3:swp9"]
+    unknown = found["lf-g1-r2:swp9"]
+    assert unknown.details["over"] == ["fcs"]  # judged on its FCS errors only
+    assert unknown.details["in_discards_ratio"] is None and unknown.details["in_packets"] is None
+    assert unknown.details["discards_not_judged"] == {"in_discards": "no packet count"}
+    assert "discards" not in unknown.summary
+    blackhole = found["lf-g1-r3:swp9"]
+    assert blackhole.severity == "critical" and blackhole.details["in_discards_ratio"] == 1.0
+    assert blackhole.details["over"] == ["in_discards"] and blackhole.details["discards_not_judged"] == {}
+
+
 async def test_never_heard_from_and_cut_off_switches_are_stale(small: Pool) -> None:
     times = [T0 + timedelta(seconds=10 * i) for i in range(3)]
     now = times[-1]

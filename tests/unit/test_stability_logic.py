@@ -13,7 +13,7 @@ from analyzer.flaps import correlated_ports, flap_severity, ports_needed, switch
 from analyzer.links import human_s, link_end, link_label, links_scope
 from analyzer.outages import LinkOutages, outage_figures, outage_severity, tally_outages
 from analyzer.pfc import PAUSE_QUANTA_BITS, Pausing, compatible, pause_ratio, pause_trees, trailing_run
-from analyzer.stability import error_figures, error_verdict
+from analyzer.stability import discards_not_judged, error_figures, error_verdict
 from fabric.model import Endpoint, FabricParams
 from fabric.topology import build_aipod
 
@@ -166,6 +166,40 @@ def test_discards_are_a_share_of_packets_per_direction() -> None:
 def test_discard_share_is_a_fraction(disc: float, pkts: float) -> None:
     r = error_figures(0.0, 0.0, disc, pkts, 0.0, 0.0)["in_discards_ratio"]
     assert r is None or 0.0 <= r <= 1.0
+
+
+def test_no_discard_share_without_a_packet_count() -> None:
+    # A source that reports discards but not the packet counters (in_pps/out_pps NULL): the share
+    # is unknown, not 100 %.
+    fig = error_figures(0.0, 30.0, 5_000.0, None, 200.0, None)
+    assert fig["in_discards_ratio"] is None and fig["out_discards_ratio"] is None
+    assert fig["in_discards"] == 5_000.0 and fig["in_packets"] is None
+    assert error_verdict(fig, 120.0, 1e-4, 2) == []
+    assert discards_not_judged(fig) == {"in_discards": "no packet count", "out_discards": "no packet count"}
+
+
+def test_discards_with_zero_packets_are_everything_discarded() -> None:
+    # Packets counted, none delivered, some discarded: the port drops all it receives.
+    fig = error_figures(0.0, 30.0, 5_000.0, 0.0, 0.0, 0.0)
+    assert fig["in_discards_ratio"] == 1.0 and fig["out_discards_ratio"] is None  # 0 of 0: no basis
+    assert error_verdict(fig, 120.0, 1e-4, 2) == ["in_discards!"]
+    assert discards_not_judged(fig) == {}
+
+
+@given(
+    st.floats(0, 1e9, allow_nan=False),
+    st.one_of(st.none(), st.floats(0, 1e12, allow_nan=False)),
+    st.floats(0, 1e9, allow_nan=False),
+)
+def test_a_discard_share_needs_a_packet_count(disc: float, pkts: float | None, errors: float) -> None:
+    fig = error_figures(errors, 30.0, disc, pkts, disc, pkts)
+    for name in ("in_discards", "out_discards"):
+        r = fig[f"{name}_ratio"]
+        if pkts is None:
+            assert r is None and not any(o.startswith(name) for o in error_verdict(fig, 120.0, 1e-4, 2))
+            assert (name in discards_not_judged(fig)) == (disc > 0)
+        else:
+            assert r is None if disc + pkts == 0 else r == pytest.approx(disc / (disc + pkts))
 
 
 # --- PFC ---------------------------------------------------------------------------------------
