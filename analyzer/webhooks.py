@@ -16,7 +16,11 @@ dead receiver delays no other. A task loops:
 3. **Record**: a 2xx marks the row ``delivered``. Anything else (status, timeout, connection
    error) stores ``last_error`` and schedules the next attempt after an exponential backoff
    (``backoff_initial_s`` * 2^(attempt-1), ±20 % jitter, at most ``backoff_max_s``), or marks it
-   ``failed`` once ``max_attempts`` (0: never) attempts are spent.
+   ``failed`` once ``max_attempts`` (0: never) attempts are spent. A client error (a 4xx other
+   than 408 Request Timeout and 429 Too Many Requests) does not heal by retrying: after
+   ``max_attempts_4xx`` of them in a row (``alerts.max_attempts_4xx``; the count is the row's
+   ``client_errors``, reset by any other answer) the row is ``failed`` too, its ``last_error``
+   saying so. A failed row no longer holds back the alert's later deliveries.
 4. **Wait** for :meth:`WebhookSender.notify` (the analyzer calls it after enqueuing) or the poll
    interval, whichever comes first; another sender's rows are found by the poll.
 
@@ -49,6 +53,13 @@ log = logging.getLogger(__name__)
 _DB_ERRORS: tuple[type[BaseException], ...] = (PostgresError, *UNAVAILABLE_ERRORS)
 _RELEASE_ERRORS: tuple[type[BaseException], ...] = (*_DB_ERRORS, TimeoutError)
 _MAX_ERROR_CHARS = 500
+#: 4xx answers that say "later", not "never": retried like a 5xx and not counted as client errors.
+RETRYABLE_4XX = frozenset({408, 429})
+
+
+def is_client_error(status: int | None) -> bool:
+    """Whether an HTTP answer is a client error that retrying the same request cannot fix."""
+    return status is not None and 400 <= status < 500 and status not in RETRYABLE_4XX
 
 
 @dataclass(slots=True)
@@ -59,7 +70,7 @@ class ReceiverStats:
     url: str
     delivered: int = 0
     failed_attempts: int = 0
-    #: Deliveries given up after ``max_attempts``.
+    #: Deliveries given up: ``max_attempts`` spent, or ``max_attempts_4xx`` client errors in a row.
     failed: int = 0
     in_flight: int = 0
     last_error: str | None = None
@@ -72,6 +83,8 @@ class _Claimed:
     event: str
     body: bytes
     attempts: int
+    #: Client errors (4xx but 408 and 429) in a row before this attempt.
+    client_errors: int
 
 
 @dataclass(slots=True)
@@ -104,8 +117,12 @@ class WebhookSender:
         lease_margin_s: float = 5.0,
         batch: int = 8,
         rng: random.Random | None = None,
+        max_attempts_4xx: int = 5,
     ) -> None:
+        if max_attempts_4xx < 1:
+            raise ValueError(f"max_attempts_4xx must be >= 1, got {max_attempts_4xx}")
         self._pool = pool
+        self._max_4xx = max_attempts_4xx
         self._poll_s = poll_interval_s
         self._margin_s = lease_margin_s
         self._batch = max(1, batch)
@@ -180,13 +197,13 @@ class WebhookSender:
                UPDATE webhook_deliveries w
                SET attempts = w.attempts + 1, next_attempt_at = clock_timestamp() + make_interval(secs => $3)
                FROM due WHERE w.id = due.id
-               RETURNING w.id, w.event, w.body, w.attempts, w.seq""",
+               RETURNING w.id, w.event, w.body, w.attempts, w.client_errors, w.seq""",
             rx.key,
             self._batch,
             rx.config.timeout_s + self._margin_s,
         )
         rows = sorted(rows, key=lambda r: r["seq"])
-        return [_Claimed(r["id"], r["event"], bytes(r["body"]), r["attempts"]) for r in rows]
+        return [_Claimed(r["id"], r["event"], bytes(r["body"]), r["attempts"], r["client_errors"]) for r in rows]
 
     async def _send_all(self, rx: _Receiver, session: aiohttp.ClientSession, claimed: list[_Claimed]) -> None:
         done: set[uuid.UUID] = set()
@@ -208,9 +225,11 @@ class WebhookSender:
         secret = rx.config.secret.get_secret_value() if rx.config.secret is not None else None
         headers = delivery_headers(d.event, str(d.id), d.body, secret)
         error: str | None = None
+        status: int | None = None
         try:
             async with session.post(str(rx.config.url), data=d.body, headers=headers, allow_redirects=False) as resp:
                 await resp.content.read(65536)  # let the receiver finish; the body itself is not used
+                status = resp.status
                 if not 200 <= resp.status < 300:
                     error = f"HTTP {resp.status} {resp.reason or ''}".strip()
         except TimeoutError:
@@ -218,7 +237,7 @@ class WebhookSender:
         except (aiohttp.ClientError, OSError) as exc:
             error = self._describe(rx, exc)
         try:
-            await self._record(rx, d, error)
+            await self._record(rx, d, error, status)
         except _DB_ERRORS as exc:  # the lease runs out and the delivery is retried: at least once
             log.warning("could not record webhook delivery %s to %s: %s", d.id, rx.url, exc)
 
@@ -230,7 +249,7 @@ class WebhookSender:
                 text = text.replace(secret, "***")
         return text[:_MAX_ERROR_CHARS]
 
-    async def _record(self, rx: _Receiver, d: _Claimed, error: str | None) -> None:
+    async def _record(self, rx: _Receiver, d: _Claimed, error: str | None, status: int | None) -> None:
         if error is None:
             rx.stats.delivered += 1  # counted when the receiver took it, even if recording it fails
             rx.stats.last_delivered_at = time.time()
@@ -250,28 +269,37 @@ class WebhookSender:
         if not rx.failing:
             rx.failing = True
             log.warning("webhook receiver %s is failing (%s); retrying with backoff", rx.url, error)
+        client_errors = d.client_errors + 1 if is_client_error(status) else 0
         limit = rx.config.max_attempts
-        if limit and d.attempts >= limit:
+        reason = None
+        if client_errors >= self._max_4xx:
+            reason = f"{error}: a client error {client_errors} times in a row; not retried"
+        elif limit and d.attempts >= limit:
+            reason = error
+        if reason is not None:
             rx.stats.failed += 1
-            log.error("webhook %s %s to %s failed after %d attempts: %s", d.event, d.id, rx.url, d.attempts, error)
+            rx.stats.last_error = reason[:_MAX_ERROR_CHARS]
+            log.error("webhook %s %s to %s failed after %d attempts: %s", d.event, d.id, rx.url, d.attempts, reason)
             await self._pool.execute(
-                """UPDATE webhook_deliveries SET status = 'failed', last_error = $3
+                """UPDATE webhook_deliveries SET status = 'failed', last_error = $3, client_errors = $4
                    WHERE id = $1 AND status = 'pending' AND attempts = $2""",
                 d.id,
                 d.attempts,
-                error,
+                reason[:_MAX_ERROR_CHARS],
+                client_errors,
             )
             return
         delay = backoff_s(d.attempts, rx.config.backoff_initial_s, rx.config.backoff_max_s, self._rng)
         log.debug("webhook %s %s to %s: %s; retry in %.1f s", d.event, d.id, rx.url, error, delay)
         await self._pool.execute(
-            """UPDATE webhook_deliveries SET last_error = $3,
+            """UPDATE webhook_deliveries SET last_error = $3, client_errors = $5,
                       next_attempt_at = clock_timestamp() + make_interval(secs => $4)
                WHERE id = $1 AND status = 'pending' AND attempts = $2""",
             d.id,
             d.attempts,
             error,
             delay,
+            client_errors,
         )
 
     async def _release(self, ids: list[uuid.UUID]) -> None:

@@ -5,15 +5,25 @@ Names and strings that reach SQL are bounded and free of control characters; int
 written as digits; lists are paged (``limit``/``offset`` with caps); numbers that reach
 arithmetic are finite. A parameter given twice, or one a route does not know, is refused by the
 route (:mod:`api.routes.base`).
+
+Every rule on a single value is in its schema (``minimum``/``maximum``, ``maxLength``,
+``pattern``, ``enum``), so ``/openapi.json`` states exactly what is accepted: a request that
+matches it is refused only for a rule about the data (an unknown switch, ``from`` not before
+``to``), which each route lists as its refusals. Integer constraints go before the digits-only
+validator in ``Annotated``: after it, pydantic writes them as ``ge``/``le``, which JSON Schema
+does not know. A job body is :class:`analyzer.job_store.JobIn`, the one validation of a job.
 """
 
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+
+from analyzer.job_store import JobId, JobIn
+
+__all__ = ["JobId", "JobIn"]
 
 Role = Literal["leaf", "spine", "superspine", "unknown"]
 
@@ -21,19 +31,42 @@ Role = Literal["leaf", "spine", "superspine", "unknown"]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
-#: A job id as a scheduler names it: usable in a URL path segment.
-JobId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$")]
+#: Unix seconds (at most 10 digits: before 2286), or an ISO 8601 date with an optional time
+#: (``T`` or a space, minutes, optional seconds and fraction) and UTC offset (none: UTC), in the
+#: years 1970-2999. The pattern holds the calendar (days per month, leap years), so every value
+#: that matches is a time the server accepts. Digits are ``[0-9]``: ``\d`` would also match other
+#: scripts' digits, in Python's regex engine and in pydantic's.
+_YEAR = r"(19[7-9][0-9]|2[0-9]{3})"
+_LEAP_YEAR = r"(19(7[26]|8[048]|9[26])|2[0-9](0[48]|[2468][048]|[13579][26])|2[048]00)"
+_MONTH_DAY = r"((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"
+_TIME = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,9})?)?"
+_OFFSET = r"(Z|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])"
+_ISO = rf"({_YEAR}-{_MONTH_DAY}|{_LEAP_YEAR}-02-29)([T ]{_TIME}{_OFFSET}?)?"
+_UNIX = r"[0-9]{1,10}(\.[0-9]{1,9})?"
+TimeParam = Annotated[str, StringConstraints(max_length=40, pattern=rf"^({_UNIX}|{_ISO})$")]
 
 
-#: Unix seconds, or an ISO 8601 date/time (naive: UTC).
-_ISO = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?(Z|[+-]\d{2}:?\d{2})?"
+#: A bucket width from 1 s to 31 days: a number with a unit (ms, s, m, h, d; none: seconds). Each
+#: unit's alternatives hold that range (below the maximum with any fraction, or the maximum
+#: itself), so every value that matches is a step the server accepts.
+_FRACTION = r"(\.[0-9]{1,6})?"
+_UNDER = {  # the whole part below each unit's maximum of 31 days
+    "ms": r"[1-9][0-9]{3,8}",  # 1,000 ms up to 10^9 ms (11.6 days): no maximum needed
+    "s": r"[1-9][0-9]{0,5}|1[0-9]{6}|2[0-5][0-9]{5}|26[0-6][0-9]{4}|267[0-7][0-9]{3}|2678[0-3][0-9]{2}",
+    "m": r"[1-9][0-9]{0,3}|[1-3][0-9]{4}|4[0-3][0-9]{3}|44[0-5][0-9]{2}|446[0-3][0-9]",
+    "h": r"[1-9][0-9]?|[1-6][0-9]{2}|7[0-3][0-9]|74[0-3]",
+    "d": r"[1-9]|[12][0-9]|30",
+}
+_MAXIMUM = {"s": "2678400", "m": "44640", "h": "744", "d": "31"}
 
 
-TimeParam = Annotated[str, StringConstraints(max_length=40, pattern=rf"^(\d{{1,12}}(\.\d{{1,9}})?|{_ISO})$")]
+def _step(unit: str) -> str:
+    number = rf"({_UNDER[unit]}){_FRACTION}" + (f"|{_MAXIMUM[unit]}" if unit in _MAXIMUM else "")
+    return rf"({number}){unit}?" if unit == "s" else rf"({number}){unit}"  # seconds: the unit is optional
 
 
-#: A duration: seconds, or a number with a unit (ms, s, m, h, d).
-DurationParam = Annotated[str, StringConstraints(max_length=20, pattern=r"^\d{1,9}(\.\d{1,6})?(ms|s|m|h|d)?$")]
+_STEPS = [_step(unit) for unit in _UNDER]
+DurationParam = Annotated[str, StringConstraints(max_length=20, pattern=rf"^({'|'.join(_STEPS)})$")]
 
 
 def _whole(value: Any) -> Any:
@@ -43,14 +76,11 @@ def _whole(value: Any) -> Any:
     return value
 
 
-#: An integer query parameter.
-QInt = Annotated[int, BeforeValidator(_whole)]
+#: Integer query parameters: the bounds first, then the digits-only check (see the module docstring).
+Limit = Annotated[int, Field(ge=1, le=1000, description="page size"), BeforeValidator(_whole)]
 
 
-Limit = Annotated[QInt, Field(ge=1, le=1000, description="page size")]
-
-
-Offset = Annotated[QInt, Field(ge=0, le=1_000_000, description="items to skip")]
+Offset = Annotated[int, Field(ge=0, le=1_000_000, description="items to skip"), BeforeValidator(_whole)]
 
 
 class Query(BaseModel):
@@ -66,8 +96,8 @@ class PageQuery(Query):
 
 class SwitchesQuery(PageQuery):
     role: Role | None = None
-    rail: Annotated[QInt, Field(ge=0, le=1024)] | None = None
-    group: Annotated[QInt, Field(ge=0, le=100_000)] | None = None
+    rail: Annotated[int, Field(ge=0, le=1024), BeforeValidator(_whole)] | None = None
+    group: Annotated[int, Field(ge=0, le=100_000), BeforeValidator(_whole)] | None = None
 
 
 class OversubscriptionQuery(PageQuery):
@@ -79,22 +109,12 @@ class AlertsQuery(PageQuery):
 
 
 class AlertPath(Query):
-    id: Annotated[QInt, Field(ge=1, le=2**63 - 1)]
+    id: Annotated[int, Field(ge=1, le=2**63 - 1), BeforeValidator(_whole)]
 
 
 class AckIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     by: Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")] | None = None
-
-
-class JobIn(BaseModel):
-    """A training job as a scheduler registers it."""
-
-    model_config = ConfigDict(extra="forbid")
-    id: JobId
-    hosts: list[Name] = Field(min_length=1, max_length=65_536, description="server names from the inventory")
-    started_at: datetime | None = None
-    expected_days: Annotated[float, Field(gt=0, le=3650, allow_inf_nan=False)] | None = None
 
 
 class JobPath(Query):

@@ -10,15 +10,22 @@ in tests, never collide). It holds
   (no database round trip): overall and per-check status (0 healthy, 1 degraded, 2 critical),
   the verdict's time and age, per-rail capacity, load and PFC pause ratio, the worst
   oversubscription ratio, SLO figures, and the firing alerts per severity;
-* whatever extra collectors the caller passes (``fabricmon run`` adds the collector's,
-  analyzer's and webhook sender's self-metrics).
+* :class:`WebhookOutboxCollector`: per webhook receiver (label ``webhook``, the outbox key, and
+  ``url``, the configured URL without credentials or query), the deliveries given up
+  (``fabricmon_webhook_deliveries_failed_total``) and those still pending
+  (``fabricmon_webhook_deliveries_pending``). They are read from the outbox table on each scrape
+  (:meth:`WebhookOutboxCollector.refresh`, one small indexed query), not from a sender's memory:
+  the analyzer that sends usually runs in another process, and the table is what every sender
+  shares and what survives restarts;
+* whatever extra collectors the caller passes (``fabricmon run`` adds the collector's).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -26,13 +33,19 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from analyzer.config import WebhookConfig
+from analyzer.outbox import outbox_counts, unique_webhooks, webhook_key
+from analyzer.payloads import redact_url
 from api.cache import ReportCache
 from api.problems import Handler
+from store.db import UNAVAILABLE_ERRORS, Pool, PostgresError
 
 STATUS_VALUE = {"healthy": 0, "degraded": 1, "critical": 2}
 SEVERITIES = ("info", "warning", "critical")
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: A scrape waits at most this long for the outbox counts, then shows the last ones read.
+OUTBOX_TIMEOUT_S = 2.0
 
 
 class FabricCollector(Collector):
@@ -120,6 +133,48 @@ class FabricCollector(Collector):
         yield from fams.values()
 
 
+class WebhookOutboxCollector(Collector):
+    """Failed and pending webhook deliveries per receiver, as last read by :meth:`refresh`."""
+
+    def __init__(self) -> None:
+        self._urls: dict[str, str] = {}
+        self._counts: dict[tuple[str, str], int] | None = None  # (webhook, status) -> rows; None: never read
+        self.read_errors = 0
+
+    async def refresh(self, pool: Pool, webhooks: Sequence[WebhookConfig]) -> None:
+        """Read the counts (bounded by :data:`OUTBOX_TIMEOUT_S`); on failure keep the last ones."""
+        self._urls = {webhook_key(w): redact_url(str(w.url)) for w in unique_webhooks(webhooks)}
+        try:
+            async with asyncio.timeout(OUTBOX_TIMEOUT_S):
+                rows = await outbox_counts(pool)
+        except (*UNAVAILABLE_ERRORS, PostgresError, TimeoutError):
+            self.read_errors += 1  # /metrics must answer while the database is away
+            return
+        self._counts = {(r["webhook"], r["status"]): int(r["count"]) for r in rows}
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "fabricmon_webhook_outbox_read_errors", "failed reads of the webhook outbox counts", value=self.read_errors
+        )
+        if self._counts is None:
+            return
+        labels = ["webhook", "url"]
+        failed = CounterMetricFamily(
+            "fabricmon_webhook_deliveries_failed",
+            "deliveries given up: max_attempts spent, or max_attempts_4xx client errors in a row",
+            labels=labels,
+        )
+        pending = GaugeMetricFamily(
+            "fabricmon_webhook_deliveries_pending", "deliveries not yet delivered", labels=labels
+        )
+        keys = sorted({*self._urls, *(key for key, _ in self._counts)})
+        for key in keys:
+            url = self._urls.get(key, "")  # "": a receiver no longer configured
+            failed.add_metric([key, url], self._counts.get((key, "failed"), 0))
+            pending.add_metric([key, url], self._counts.get((key, "pending"), 0))
+        yield from (failed, pending)
+
+
 def _slo(objectives: Iterable[dict[str, object]]) -> Iterator[Metric]:
     current = GaugeMetricFamily("fabricmon_slo_current", "the objective's measured value", labels=["objective"])
     target = GaugeMetricFamily("fabricmon_slo_target", "the objective's target", labels=["objective"])
@@ -160,6 +215,8 @@ class ApiMetrics:
         )
         self.in_flight = Gauge("fabricmon_api_requests_in_flight", "requests being answered", registry=self.registry)
         self.registry.register(FabricCollector(cache))
+        self.outbox = WebhookOutboxCollector()
+        self.registry.register(self.outbox)
         for collector in extra:
             self.registry.register(collector)
 

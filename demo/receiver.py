@@ -1,4 +1,10 @@
-"""The demo's webhook receiver: what a training scheduler would run, verifying every signature."""
+"""The demo's webhook receiver: what a training scheduler would run, verifying every signature.
+
+A delivery is applied only when its ``X-Fabricmon-Signature`` matches and its
+``X-Fabricmon-Timestamp`` is within ``max_age_s`` (five minutes) of this machine's clock, either
+way: a request captured on the wire cannot be replayed later. Anything else is a 401, which the
+sender retries with a fresh timestamp and signature.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from analyzer.payloads import verify_signature
+from analyzer.payloads import MAX_SIGNATURE_AGE_S, verify_signature
 
 
 @dataclass(slots=True)
@@ -33,6 +39,8 @@ class Receiver:
 
     secret: str
     on_delivery: Callable[[Delivery], None] | None = None
+    #: Timestamps further than this from the clock (past or future) are refused.
+    max_age_s: float = MAX_SIGNATURE_AGE_S
     deliveries: list[Delivery] = field(default_factory=list)
     url: str = ""
     _runner: web.AppRunner | None = None
@@ -62,9 +70,10 @@ class Receiver:
             request.headers.get("X-Fabricmon-Timestamp", ""),
             raw,
             request.headers.get("X-Fabricmon-Signature", ""),
+            max_age_s=self.max_age_s,
         )
         if not signed:
-            return web.Response(status=401, text="bad signature")
+            return web.Response(status=401, text="bad signature, or a timestamp more than max_age_s away")
         delivery_id = request.headers.get("X-Fabricmon-Delivery", "")
         if any(d.delivery_id == delivery_id for d in self.deliveries):
             return web.Response(status=204)  # a retry of what we already applied

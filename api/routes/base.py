@@ -34,6 +34,23 @@ PLACEMENT = web.AppKey("placement", Placement)
 
 
 @dataclass(frozen=True, slots=True)
+class Refusal:
+    """A way a route refuses a request that matches its schema: a rule about the data (an unknown
+    name, two parameters that do not fit together), which no schema can state. ``/openapi.json``
+    lists each one in the operation's description and in ``x-fabricmon-refusals``."""
+
+    status: int
+    #: The problem document's ``type``, after :data:`api.problems.TYPE_BASE`.
+    kind: str
+    #: When it happens, as a sentence.
+    when: str
+
+
+#: Every route that looks a switch up by name.
+UNKNOWN_SWITCH = Refusal(404, "unknown-switch", "no switch of that name is in the inventory or has reported")
+
+
+@dataclass(frozen=True, slots=True)
 class Endpoint:
     """One route: how it is served and how ``/openapi.json`` describes it."""
 
@@ -53,6 +70,8 @@ class Endpoint:
     #: Media type of a non-JSON success body (the metrics text, the dashboard page).
     media: str | None = None
     description: str = ""
+    #: Refusals of schema-valid requests (see :class:`Refusal`); other problems mean bad shape.
+    refusals: tuple[Refusal, ...] = ()
 
 
 def query_names(model: type[BaseModel] | None) -> frozenset[str]:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from aiohttp import web
 
 from api.metrics import metrics_response
-from api.routes.base import METRICS, Endpoint
+from api.routes.base import CONFIG, METRICS, POOL, Endpoint
 
 
 async def metrics(request: web.Request) -> web.Response:
-    return metrics_response(request.app[METRICS])
+    metrics = request.app[METRICS]
+    await metrics.outbox.refresh(request.app[POOL], request.app[CONFIG].alerts.webhooks)
+    return metrics_response(metrics)
 
 
 ENDPOINTS = (

@@ -2,6 +2,12 @@
 the pydantic models it names (JSON Schema 2020-12, which OpenAPI 3.1 uses as is). It is built
 once per app, for that app's auth settings: with tokens, the protected operations carry the
 ``bearer`` security requirement and a 401 response.
+
+The document states every rule the server applies to a single value (bounds, lengths, patterns,
+enums, required fields), so a request that matches it is refused only for a rule about the data.
+Those refusals are each operation's :attr:`~api.routes.base.Endpoint.refusals`: listed in its
+description, named in the response they come with, and given as ``x-fabricmon-refusals``
+(``[{status, type, when}]``, ``type`` being the problem document's) for clients and tests.
 """
 
 from __future__ import annotations
@@ -16,8 +22,8 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from api.auth import is_open
-from api.problems import PROBLEM_JSON
-from api.routes.base import OPENAPI, Endpoint, cached_json
+from api.problems import PROBLEM_JSON, TYPE_BASE
+from api.routes.base import OPENAPI, Endpoint, Refusal, cached_json
 from api.schemas import ProblemOut
 
 REF = "#/components/schemas/{model}"
@@ -71,11 +77,20 @@ def parameters(model: type[BaseModel] | None, where: str) -> list[dict[str, Any]
     return out
 
 
-def _problem(status: int) -> dict[str, Any]:
+def _problem(status: int, refusals: Sequence[Refusal] = ()) -> dict[str, Any]:
+    description = DESCRIPTIONS.get(status, "Error")
+    kinds = [f"`{r.kind}`" for r in refusals if r.status == status]
+    if kinds:
+        description += "; or a request that matches the schema, refused: " + ", ".join(kinds)
     return {
-        "description": DESCRIPTIONS.get(status, "Error"),
+        "description": description,
         "content": {PROBLEM_JSON: {"schema": {"$ref": REF.format(model="ProblemOut")}}},
     }
+
+
+def _refusals_text(refusals: Sequence[Refusal]) -> str:
+    lines = [f"- {r.status} `{r.kind}`: {r.when}" for r in refusals]
+    return "Refused although the request matches this schema (rules about the data):\n\n" + "\n".join(lines)
 
 
 Refs = Mapping[tuple[Any, JsonSchemaMode], Any]
@@ -87,8 +102,14 @@ def _operation(e: Endpoint, refs: Refs, *, auth: bool, open_routes: Sequence[str
         "summary": e.summary,
         "tags": [e.tag],
     }
-    if e.description:
-        op["description"] = e.description.strip()
+    description = [e.description.strip()] if e.description else []
+    if e.refusals:
+        description.append(_refusals_text(e.refusals))
+        op["x-fabricmon-refusals"] = [
+            {"status": r.status, "type": TYPE_BASE + r.kind, "when": r.when} for r in e.refusals
+        ]
+    if description:
+        op["description"] = "\n\n".join(description)
     params = parameters(e.path_model, "path") + parameters(e.query, "query")
     if params:
         op["parameters"] = params
@@ -102,7 +123,7 @@ def _operation(e: Endpoint, refs: Refs, *, auth: bool, open_routes: Sequence[str
         ok["content"] = {e.media: {"schema": {"type": "object" if e.media == "application/json" else "string"}}}
     elif e.response is not None:
         ok["content"] = {"application/json": {"schema": refs[(e.response, "serialization")]}}
-    statuses = {400, *e.errors}
+    statuses = {400, *e.errors, *(r.status for r in e.refusals)}
     if params or e.body is not None:
         statuses.add(422)
     if e.path not in ("/healthz", "/", "/openapi.json"):
@@ -110,7 +131,7 @@ def _operation(e: Endpoint, refs: Refs, *, auth: bool, open_routes: Sequence[str
     if auth and not is_open(e.path, open_routes):
         statuses.add(401)
         op["security"] = [{"bearer": []}]
-    op["responses"] = {str(e.status): ok} | {str(s): _problem(s) for s in sorted(statuses)}
+    op["responses"] = {str(e.status): ok} | {str(s): _problem(s, e.refusals) for s in sorted(statuses)}
     return op
 
 

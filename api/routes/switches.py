@@ -19,7 +19,17 @@ from aiohttp import web
 from analyzer.engine import status_of
 from api.inputs import Limit, PageQuery, SwitchesQuery, SwitchPath
 from api.problems import NotFound
-from api.routes.base import CACHE, CONFIG, POOL, STATES, Endpoint, parse_path, parse_query, respond
+from api.routes.base import (
+    CACHE,
+    CONFIG,
+    POOL,
+    STATES,
+    UNKNOWN_SWITCH,
+    Endpoint,
+    parse_path,
+    parse_query,
+    respond,
+)
 from api.schemas import PeerOut, PortList, PortOut, Reachability, SwitchList, SwitchOut, Window
 from store.db import Connection, Record
 
@@ -203,7 +213,15 @@ ENDPOINTS = (
         query=SwitchesQuery,
         description=__doc__ or "",
     ),
-    Endpoint("GET", "/v1/switches/{name}", get_switch, "One switch", SwitchOut, path_model=SwitchPath, errors=(404,)),
+    Endpoint(
+        "GET",
+        "/v1/switches/{name}",
+        get_switch,
+        "One switch",
+        SwitchOut,
+        path_model=SwitchPath,
+        refusals=(UNKNOWN_SWITCH,),
+    ),
     Endpoint(
         "GET",
         "/v1/switches/{name}/ports",
@@ -212,6 +230,6 @@ ENDPOINTS = (
         PortList,
         path_model=SwitchPath,
         query=PortsQuery,
-        errors=(404,),
+        refusals=(UNKNOWN_SWITCH,),
     ),
 )

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from analyzer.jobs import load_job_file
+from analyzer.job_store import load_job_file
 from analyzer.report import human
 from analyzer.service import AnalyzerService, assess
 from cli import context
