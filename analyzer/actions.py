@@ -1,56 +1,66 @@
-"""What a training scheduler should do about an alert (``recommended_action``), and which jobs it touches.
+"""What a training scheduler should do about an incident, and which jobs it touches.
 
-Rules, applied in this order; the first that matches wins:
+A drain we recommend is a drain someone executes, so the action is decided once per incident
+(:mod:`analyzer.incidents`), from where the root cause is in the fabric, never per finding:
 
-``drain``
-    A host lost its only path on a rail: each server has exactly one NIC, one cable and one
-    leaf per rail, so losing any of them takes that GPU out of every collective on the rail.
-    That is the case for
+=================================================  ==========================================
+root cause                                         recommended action (``action_hosts``)
+=================================================  ==========================================
+fabricmon's own collection (``collection``)        ``observe``, always
+server link (leaf down-port) down for               ``drain`` that host
+``fatal_outage_s`` or more, or flapping
+server link down for less                          pending: not sent until it lasts or flaps
+miswired GPU NIC (on another rail's leaf)          ``drain`` that host (both hosts of a swap)
+leaf/spine uplink lost, slowed or flapping,        ``observe`` while the efficiency model says
+a spine or superspine down                          the jobs under it lose less than
+                                                   ``alerts.checkpoint_efficiency_loss``
+                                                   (default 5 %), ``checkpoint`` above
+PFC storm                                          ``checkpoint`` the jobs behind the paused
+                                                   ports
+leaf down (its links down, seen by its peers)      ``drain`` the hosts that lost their only
+                                                   path on that rail (its servers)
+switch silent while its collector reports, links   ``observe`` (its management plane, not its
+up at its peers                                    forwarding; or unknown: ``needs_review``)
+error rate on a server link, critical              ``checkpoint`` that host's jobs
+anything else                                      ``observe``; ``checkpoint`` when a finding's
+                                                   ``efficiency_loss`` reaches the threshold
+=================================================  ==========================================
 
-    * ``miswire`` of a server NIC onto the wrong leaf (``details["expected_leaf"]`` and
-      ``details["actual_leaf"]`` differ; without those details: its port is a leaf down-port).
-      A NIC on the right leaf but the wrong port still has its path (no drain), and a leaf
-      uplink on another rail's spine leaves the leaf its other uplinks;
-    * ``link_outage`` on a leaf down-port (the server-facing end of a server NIC's link),
-      unless the finding says the link is back (``details["down_now"] is False``: a past
-      outage longer than the fatal threshold, kept for the record);
-    * ``stale_switch`` on a leaf: a leaf that stopped answering may have taken its servers'
-      rail with it, and nothing can prove otherwise until it answers again;
-    * any finding whose check set ``details["host_path_lost"] = True``.
+**Circuit breaker.** One incident never recommends draining more than ``alerts.max_drain_hosts``
+hosts (8) nor more than ``alerts.max_drain_fraction`` of the fabric's servers (1 %, but never
+fewer than one host, so a small fabric can still drain a host). Above that the action becomes
+``observe`` with ``needs_review: true`` and severity critical: a person decides.
 
-    Whether a port is a leaf down-port and a switch a leaf is read from the inventory
-    (tables ``ports`` and ``switches``). For a port or switch the inventory does not know, the
-    blast radius decides: one port touching one GPU of one server is a server NIC's link; one
-    switch touching one rail of one group is a leaf.
+**Severity** follows the action: ``critical`` when the incident recommends drain or checkpoint
+or needs review, else ``warning`` (``info`` when every finding is info). A downed uplink that
+ECMP carries around at 98 % capacity is a warning, whatever the drift check's own severity.
+The collection incident is critical from 10 % of the switches unobserved.
 
-``checkpoint``
-    A job's interruption risk or efficiency loss crossed a threshold: the finding is
-    ``critical``, or ``details["efficiency_loss"]`` ≥ ``alerts.checkpoint_efficiency_loss``
-    (default 0.05), or ``details["interruption_probability"]`` ≥
-    ``alerts.checkpoint_interruption_probability`` (default 0.5).
+Efficiency model (FABRIC.md, :mod:`analyzer.slo`): a switch that keeps a share ``s`` of its
+uplink capacity gives the GPUs below it ``s`` of their per-GPU bandwidth on that rail; the loss
+is ``1 - efficiency(s·B) / efficiency(B)`` with ``B`` the NIC speed in GB/s.
 
-``observe``
-    Everything else, and every ``alert.resolved`` event (the fault is gone: nothing to do).
-
-Affected jobs are the registered jobs (table ``jobs``) whose ``hosts`` intersect the alert
-scope's ``servers``; each is reported with the hosts of it that are in scope.
+Affected jobs are the registered jobs (table ``jobs``) whose hosts intersect the incident's
+servers; each is reported with the hosts of it that are in scope.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypedDict
 
 from analyzer.config import AlertsConfig
+from analyzer.findings import SEVERITY_ORDER, Finding, Severity
+from analyzer.incidents import Incident, with_decision
+from analyzer.links import link_end
+from analyzer.slo import efficiency_loss
+from fabric.model import Endpoint, Fabric, Role
 from store.db import Connection
 
 Action = Literal["drain", "checkpoint", "observe"]
 ACTION_ORDER: dict[str, int] = {"observe": 0, "checkpoint": 1, "drain": 2}
-
-#: Rules that can mean "a host lost its only path on a rail", depending on where they are.
-_PLACE_DEPENDENT = frozenset({"link_outage", "stale_switch", "miswire"})
 
 
 class AffectedJob(TypedDict):
@@ -62,112 +72,219 @@ class AffectedJob(TypedDict):
 
 @dataclass(frozen=True, slots=True)
 class ActionPolicy:
-    """The ``checkpoint`` thresholds (from the ``alerts`` config section)."""
+    """The thresholds of the action table (from the ``alerts`` config section)."""
 
     checkpoint_efficiency_loss: float = 0.05
     checkpoint_interruption_probability: float = 0.5
+    max_drain_hosts: int = 8
+    max_drain_fraction: float = 0.01
 
     @classmethod
     def from_config(cls, config: AlertsConfig) -> ActionPolicy:
-        return cls(config.checkpoint_efficiency_loss, config.checkpoint_interruption_probability)
+        return cls(
+            config.checkpoint_efficiency_loss,
+            config.checkpoint_interruption_probability,
+            config.max_drain_hosts,
+            config.max_drain_fraction,
+        )
+
+    def drain_limit(self, servers: int) -> int:
+        """The most hosts one incident may drain in a fabric of ``servers`` servers."""
+        return min(self.max_drain_hosts, max(1, math.floor(self.max_drain_fraction * servers)))
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
-    """What the inventory says about the switches and ports of some scopes."""
-
-    #: switch name -> role (leaf|spine|superspine|unknown), for switches the inventory knows.
-    roles: Mapping[str, str] = field(default_factory=dict)
-    #: "switch:port" -> direction (down|up|None), for ports the inventory knows.
-    ports: Mapping[str, str | None] = field(default_factory=dict)
-
-    def is_leaf(self, switch: str, scope: Mapping[str, Any]) -> bool:
-        role = self.roles.get(switch)
-        if role is not None:
-            return role == "leaf"
-        return (
-            len(_items(scope, "switches")) == 1
-            and len(_items(scope, "rails")) == 1
-            and len(_items(scope, "groups")) == 1
-            and _gpus(scope) == len(_items(scope, "servers")) > 0
-        )
-
-    def is_host_port(self, port: str, scope: Mapping[str, Any]) -> bool:
-        """Whether ``switch:port`` is a leaf down-port, i.e. the switch end of a server NIC's link."""
-        if port in self.ports:
-            return self.ports[port] == "down" and self.roles.get(port.split(":", 1)[0]) == "leaf"
-        return len(_items(scope, "ports")) == 1 and len(_items(scope, "servers")) == 1 and _gpus(scope) == 1
+class _Verdict:
+    action: Action
+    hosts: tuple[str, ...] = ()
+    reason: str = ""
+    pending: bool = False
+    review: bool = False
 
 
-def recommended_action(
-    rule: str,
-    severity: str,
-    scope: Mapping[str, Any],
-    details: Mapping[str, Any],
-    *,
-    placement: Placement | None = None,
-    policy: ActionPolicy | None = None,
-) -> Action:
-    """The action for one firing alert, by the rules of this module's docstring."""
-    placement = placement or Placement()
+def decide(incident: Incident, fabric: Fabric, policy: ActionPolicy | None = None) -> Incident:
+    """``incident`` with its severity, action, action hosts and review flag (the module table)."""
     policy = policy or ActionPolicy()
-    if _host_path_lost(rule, scope, details, placement):
-        return "drain"
-    if severity == "critical":
-        return "checkpoint"
-    if _number(details.get("efficiency_loss")) >= policy.checkpoint_efficiency_loss:
-        return "checkpoint"
-    if _number(details.get("interruption_probability")) >= policy.checkpoint_interruption_probability:
-        return "checkpoint"
-    return "observe"
-
-
-def _host_path_lost(rule: str, scope: Mapping[str, Any], details: Mapping[str, Any], placement: Placement) -> bool:
-    if details.get("host_path_lost") is True:
-        return True
-    if rule == "miswire":
-        expected, actual = details.get("expected_leaf"), details.get("actual_leaf")
-        if expected is not None and actual is not None:
-            return bool(expected != actual)
-        return any(placement.is_host_port(p, scope) for p in _items(scope, "ports"))
-    if rule == "link_outage":
-        return details.get("down_now") is not False and any(
-            placement.is_host_port(p, scope) for p in _items(scope, "ports")
+    if incident.kind == "collection":
+        return with_decision(
+            incident,
+            severity=incident.root.severity,
+            action="observe",
+            action_hosts=(),
+            reason="our own collection is impaired: no fabric judgment on what we cannot see",
         )
-    if rule == "stale_switch":
-        return any(placement.is_leaf(s, scope) for s in _items(scope, "switches"))
-    return False
-
-
-async def load_placement(conn: Connection, scopes: Iterable[tuple[str, Mapping[str, Any]]]) -> Placement:
-    """The inventory facts the drain rule needs for these ``(rule, scope)`` pairs (one query each)."""
-    switches: set[str] = set()
-    ports: set[str] = set()
-    for rule, scope in scopes:
-        if rule not in _PLACE_DEPENDENT:
-            continue
-        switches.update(str(s) for s in _items(scope, "switches"))
-        for port in _items(scope, "ports"):
-            ports.add(str(port))
-            switches.add(str(port).split(":", 1)[0])
-    if not switches:
-        return Placement()
-    roles = {
-        r["name"]: r["role"]
-        for r in await conn.fetch("SELECT name, role FROM switches WHERE name = ANY($1::text[])", sorted(switches))
-    }
-    directions: dict[str, str | None] = {}
-    if ports:
-        split = [p.split(":", 1) for p in sorted(ports) if ":" in p]
-        rows = await conn.fetch(
-            """SELECT p.switch, p.port, p.direction
-               FROM unnest($1::text[], $2::text[]) AS q(switch, port)
-               JOIN ports p ON p.switch = q.switch AND p.port = q.port""",
-            [s for s, _ in split],
-            [p for _, p in split],
+    if incident.kind == "switch":
+        v = _switch(incident, fabric, policy)
+    elif incident.kind == "link":
+        v = _link(incident, fabric, policy)
+    elif incident.kind == "miswire":
+        v = _miswire(incident, fabric)
+    else:
+        v = _by_loss(incident, policy, _loss(incident.findings))
+    if v.action == "drain" and len(v.hosts) > (limit := policy.drain_limit(len(fabric.servers))):
+        v = _Verdict(
+            "observe",
+            v.hosts,
+            f"circuit breaker: {v.reason}, which would drain {len(v.hosts)} hosts, more than the "
+            f"{limit} one incident may drain; a person decides",
+            review=True,
         )
-        directions = {f"{r['switch']}:{r['port']}": r["direction"] for r in rows}
-    return Placement(roles=roles, ports=directions)
+    return with_decision(
+        incident,
+        severity=_severity(incident, v),
+        action=v.action,
+        action_hosts=tuple(sorted(v.hosts)),
+        needs_review=v.review,
+        pending=v.pending,
+        reason=v.reason,
+    )
+
+
+def decide_all(incidents: Iterable[Incident], fabric: Fabric, policy: ActionPolicy | None = None) -> list[Incident]:
+    """:func:`decide` for each."""
+    return [decide(i, fabric, policy) for i in incidents]
+
+
+def _severity(incident: Incident, v: _Verdict) -> Severity:
+    if v.action != "observe" or v.review:
+        return "critical"
+    if all(f.severity == "info" for f in incident.findings):
+        return "info"
+    return "warning"
+
+
+def _loss(findings: Iterable[Finding]) -> float:
+    return max([0.0, *(_number(f.details.get("efficiency_loss")) for f in findings)])
+
+
+def _by_loss(incident: Incident, policy: ActionPolicy, loss: float) -> _Verdict:
+    servers = incident.scope.servers
+    interrupt = max([0.0, *(_number(f.details.get("interruption_probability")) for f in incident.findings)])
+    if loss >= policy.checkpoint_efficiency_loss:
+        return _Verdict("checkpoint", servers, f"the jobs under it lose {loss:.1%} of their training speed")
+    if interrupt >= policy.checkpoint_interruption_probability:
+        return _Verdict("checkpoint", servers, f"interruption probability {interrupt:.0%}")
+    return _Verdict("observe", (), f"training speed loss {loss:.2%}, below the checkpoint threshold")
+
+
+def host_of(fabric: Fabric, switch: str, port: str) -> str | None:
+    """The server at the far end of ``switch:port`` when it is a leaf's server-facing port."""
+    sw = fabric.switches.get(switch)
+    if sw is None or sw.role is not Role.LEAF:
+        return None
+    peer = fabric.peer(Endpoint(switch, port))
+    return peer.node if peer is not None and peer.node in fabric.servers else None
+
+
+def uplink_loss(fabric: Fabric, switch: str, lost: int) -> float:
+    """Training-speed loss of the GPUs below ``switch`` when ``lost`` of its uplinks carry nothing."""
+    if switch not in fabric.switches:
+        return 0.0
+    ups = sum(1 for p in fabric.ports(switch) if p.peer is not None and p.direction == "up")
+    if ups == 0:
+        return 0.0
+    per_gpu = fabric.params.speed_gbps / 8
+    return efficiency_loss(per_gpu, per_gpu * max(0.0, 1 - lost / ups))
+
+
+def _link(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdict:
+    rules = {f.rule for f in incident.findings}
+    if "pfc_storm" in rules:
+        storm = next(f for f in incident.findings if f.rule == "pfc_storm")
+        return _Verdict("checkpoint", storm.scope.servers, "a PFC storm pauses the jobs behind its ports")
+    _, switch, port = incident.key.split(":", 2)
+    host = host_of(fabric, switch, port)
+    if host is None:  # an uplink: ECMP carries around it; the efficiency model decides
+        down = any(f.rule in ("link_outage", "link_flapping") for f in incident.findings)
+        return _by_loss(incident, policy, max(_loss(incident.findings), uplink_loss(fabric, switch, 1) if down else 0))
+    if "link_flapping" in rules:
+        return _Verdict("drain", (host,), f"{host}'s NIC link keeps flapping: NCCL times out on it")
+    outage = next((f for f in incident.findings if f.rule == "link_outage"), None)
+    if outage is not None and outage.details.get("down_now") is not False:
+        if outage.severity == "critical":
+            return _Verdict("drain", (host,), f"{host} lost its only path on the rail (its NIC link is down)")
+        return _Verdict("observe", (host,), "a server link down for less than the fatal outage", pending=True)
+    errors = next((f for f in incident.findings if f.rule == "error_rate"), None)
+    if errors is not None and errors.severity == "critical":
+        return _Verdict("checkpoint", (host,), f"{host}'s link corrupts frames at a critical rate")
+    return _Verdict("observe", (), "the server link is up again")
+
+
+def _miswire(incident: Incident, fabric: Fabric) -> _Verdict:
+    hosts = sorted(
+        {
+            str(f.details["server"])
+            for f in incident.findings
+            if f.rule == "miswire"
+            and f.details.get("expected_leaf")
+            and f.details.get("expected_leaf") != f.details.get("actual_leaf")
+            and isinstance(f.details.get("server"), str)
+        }
+    )
+    if hosts:
+        return _Verdict("drain", tuple(hosts), "GPU NICs cabled to another rail's leaf: their rail path is wrong")
+    return _Verdict("observe", (), "cabled to the wrong port of the right switch: the path still works")
+
+
+def _switch(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdict:
+    name = incident.key.split(":", 1)[1]
+    sw = fabric.switches.get(name)
+    links_down, dead = _links_down(incident, fabric, name)
+    if sw is not None and sw.role is Role.LEAF:
+        if links_down is None:
+            why = f"{name} is silent and its peers cannot tell whether it forwards"
+            return _Verdict("observe", (), why, review=True)
+        if dead:  # silent, and its spines see its uplinks down: the leaf is gone with its servers' rail
+            hosts = sorted(fabric.servers_on(name))
+        else:
+            hosts = sorted(h for s, p in links_down if (h := host_of(fabric, s, p)) is not None)
+        if hosts:
+            return _Verdict("drain", tuple(hosts), f"{len(hosts)} hosts lost their only path on rail {sw.rail}")
+        ups = sum(1 for s, p in links_down if host_of(fabric, s, p) is None)
+        return _by_loss(incident, policy, max(_loss(incident.findings), uplink_loss(fabric, name, ups)))
+    if links_down is None:
+        return _Verdict("observe", (), f"{name} is silent and nothing shows whether it forwards", review=True)
+    loss = 0.0
+    by_lower: dict[str, int] = {}
+    for s, p in links_down:
+        peer = fabric.peer(Endpoint(s, p))
+        lower = s if s != name else (peer.node if peer is not None else s)
+        by_lower[lower] = by_lower.get(lower, 0) + 1
+    for lower, n in by_lower.items():
+        loss = max(loss, uplink_loss(fabric, lower, n))
+    return _by_loss(incident, policy, max(loss, _loss(incident.findings)))
+
+
+def _links_down(incident: Incident, fabric: Fabric, name: str) -> tuple[set[tuple[str, str]] | None, bool]:
+    """Links of the switch down now (naming ends), and whether the switch is gone (silent, and its
+    peers see its links down). None when nothing tells: the switch is silent and no peer reports
+    on its links."""
+    down: set[tuple[str, str]] = set()
+    told = dead = False
+    for f in incident.findings:
+        d = f.details
+        if f.rule == "link_outage" and ":" not in f.key:
+            for link in d.get("links", []) if isinstance(d.get("links"), list) else []:
+                if isinstance(link, dict) and link.get("down_now") and isinstance(link.get("link"), str):
+                    end = link["link"].split(" ", 1)[0].split(":", 1)
+                    down.add((end[0], end[1]))
+            told = True
+        elif f.rule == "link_outage" and d.get("down_now") is not False:
+            s, p = f.key.split(":", 1)
+            down.add(link_end(fabric, s, p))
+            told = True
+        elif f.rule == "stale_switch" and isinstance(d.get("peer_links_down"), int):
+            if d["peer_links_down"] > 0 and not d.get("peer_links_up"):
+                down |= {link_end(fabric, name, p.name) for p in fabric.ports(name) if p.peer is not None}
+                told = dead = True
+            elif d.get("peer_links_up"):
+                told = True
+        elif f.rule in ("switch_flapping", "link_flapping"):
+            told = True
+    silent = any(f.rule == "stale_switch" for f in incident.findings)
+    if silent and not told:
+        return None, False
+    return down, dead
 
 
 async def affected_jobs(conn: Connection, servers: Sequence[str]) -> list[AffectedJob]:
@@ -182,14 +299,14 @@ async def affected_jobs(conn: Connection, servers: Sequence[str]) -> list[Affect
     return [AffectedJob(id=r["id"], affected_hosts=list(r["hit"])) for r in rows]
 
 
-def _items(scope: Mapping[str, Any], key: str) -> list[Any]:
-    value = scope.get(key)
-    return list(value) if isinstance(value, list | tuple) else []
+def stronger(a: str, b: str) -> str:
+    """The stronger of two actions."""
+    return a if ACTION_ORDER.get(a, 0) >= ACTION_ORDER.get(b, 0) else b
 
 
-def _gpus(scope: Mapping[str, Any]) -> int:
-    value = scope.get("gpus")
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def worse(a: str, b: str) -> str:
+    """The worse of two severities."""
+    return a if SEVERITY_ORDER.get(a, 0) >= SEVERITY_ORDER.get(b, 0) else b
 
 
 def _number(value: object) -> float:

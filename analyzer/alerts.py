@@ -1,26 +1,31 @@
-"""The alert lifecycle: findings in, firing/resolved alerts and their webhook deliveries out.
+"""The incident lifecycle: incidents in, firing/resolved alerts and their webhook deliveries out.
 
-Each evaluation calls :func:`sync_alerts` with everything the checks found. In one
-transaction, holding the firing alerts' row locks (so two analyzers take turns):
+An alert is an **incident** (:mod:`analyzer.incidents`): the findings that share one root cause,
+with one severity, one recommended action and the hosts it applies to (:mod:`analyzer.actions`).
+Each evaluation calls :func:`sync_alerts` with its decided incidents. In one transaction,
+holding the firing alerts' row locks (so two analyzers take turns):
 
-* a finding whose fingerprint has no firing alert **fires**: a new ``alerts`` row
-  (``started_at = last_seen_at = now``) and one ``alert.firing`` delivery per webhook;
-* a firing alert whose finding is present is **updated**: ``last_seen_at``, severity, summary,
-  scope, details and the recommended action follow the latest finding. No delivery, except on
-  **escalation**: when the severity or the recommended action rises above the highest one any
-  receiver was told about (``notified_severity``/``notified_action``), one more
-  ``alert.firing`` delivery carries the new state (same alert id). A severity that drops and
-  rises again does not notify twice, so a see-sawing finding cannot storm receivers;
-* a firing alert whose finding has been absent for at least ``hold_down_s`` since
-  ``last_seen_at`` **resolves** (``ended_at = now``, the time the resolution was decided) with one
-  ``alert.resolved`` delivery per webhook. Absent for less: still firing (hysteresis).
+* an incident whose fingerprint (its place) has no firing alert **opens**: a new ``alerts`` row
+  and one ``alert.firing`` delivery per webhook. A *pending* incident (a server link down for
+  less than the fatal outage) is not opened until it is confirmed;
+* a firing incident that is present is **updated**: last seen, summary, root cause, symptoms and
+  scope follow the latest evaluation. Severity, action and action hosts only ever rise while it is
+  open (a drain recommended is not withdrawn until the incident resolves), except that the
+  circuit breaker always wins: once it withholds a drain, the action is ``observe`` with
+  ``needs_review``. No delivery, except on **escalation**: the severity or the action rises
+  above what receivers were told, review becomes needed, or a drain gains hosts. One more
+  ``alert.firing`` then carries the new state (same alert id). A change of root or symptoms
+  without escalation is recorded in the timeline (``incident_events``) and sent to nobody;
+* a firing incident absent for at least ``hold_down_s`` since ``last_seen_at`` **resolves** with
+  one ``alert.resolved`` delivery per webhook, carrying the action it held (what to undo).
 
-All state is in the database: a restarted analyzer finds its firing alerts there, so it neither
-re-fires (the unique partial index ``alerts_one_firing``) nor forgets them. Several findings
-with one fingerprint in one evaluation count once (the most severe). With
-``evaluated_rules``, alerts of rules whose check did not run this time (it failed, or is
-disabled) are left alone instead of resolving. Acknowledging (:func:`ack_alert`) is for people
-and sends nothing. After a sync that enqueued deliveries, call the sender's ``notify()``.
+All state is in the database: a restarted analyzer finds its firing incidents there, so it
+neither re-opens (the unique partial index ``alerts_one_firing``) nor forgets them. With
+``evaluated_rules``, incidents whose root rule's check did not run this time are left alone
+instead of resolving. The Alertmanager labels are fixed when an incident opens (column
+``labels``), so a receiver sees one label set from the first firing to the resolve.
+Acknowledging (:func:`ack_alert`) is for people and sends nothing. After a sync that enqueued
+deliveries, call the sender's ``notify()``.
 """
 
 from __future__ import annotations
@@ -31,23 +36,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from analyzer.actions import (
-    ACTION_ORDER,
-    Action,
-    ActionPolicy,
-    Placement,
-    affected_jobs,
-    load_placement,
-    recommended_action,
-)
+from analyzer.actions import ACTION_ORDER, Action, affected_jobs, stronger, worse
 from analyzer.config import AlertsConfig, WebhookConfig
-from analyzer.findings import SEVERITY_ORDER, Finding
+from analyzer.findings import SEVERITY_ORDER
+from analyzer.incidents import Incident
 from analyzer.outbox import enqueue
-from analyzer.payloads import AlertRow, Event, jsonable
+from analyzer.payloads import AlertRow, Event, alertmanager_labels, jsonable
 from fabric.errors import FabricmonError
 from store.db import Connection, Pool, Record
 
-__all__ = ["AlertInputError", "AlertRow", "SyncResult", "ack_alert", "get_alert", "list_alerts", "sync_alerts"]
+__all__ = [
+    "AlertInputError",
+    "AlertRow",
+    "SyncResult",
+    "ack_alert",
+    "get_alert",
+    "incident_timeline",
+    "list_alerts",
+    "sync_alerts",
+]
 
 AlertState = Literal["firing", "resolved", "all"]
 MAX_LIST_LIMIT = 1000
@@ -67,6 +74,8 @@ class SyncResult:
     escalated: int = 0
     #: Outbox rows written (call the sender's ``notify()`` when non-zero).
     deliveries: int = 0
+    #: Pending incidents held back this round.
+    pending: int = 0
 
 
 @dataclass(slots=True)
@@ -78,10 +87,15 @@ class _Sync:
     external_url: str | None
     deliveries: int = 0
 
-    async def notify(self, alert: AlertRow, event: Event, action: Action) -> None:
+    async def notify(self, alert: AlertRow, event: Event) -> None:
+        await _timeline(self.conn, alert, "opened" if event == "alert.firing" else "resolved")
+        await self.send(alert, event)
+
+    async def send(self, alert: AlertRow, event: Event) -> None:
         if not self.webhooks:
             return
         jobs = await affected_jobs(self.conn, [str(s) for s in alert.scope.get("servers", [])])
+        action: Action = alert.recommended_action if alert.recommended_action in ACTION_ORDER else "observe"  # type: ignore[assignment]
         self.deliveries += await enqueue(
             self.conn, alert, event, self.webhooks, jobs=jobs, action=action, external_url=self.external_url
         )
@@ -89,7 +103,7 @@ class _Sync:
 
 async def sync_alerts(
     pool: Pool,
-    findings: Sequence[Finding],
+    incidents: Sequence[Incident],
     *,
     now: datetime,
     hold_down_s: float,
@@ -97,38 +111,41 @@ async def sync_alerts(
     settings: AlertsConfig | None = None,
     evaluated_rules: Collection[str] | None = None,
 ) -> SyncResult:
-    """Apply one evaluation's findings to the stored alerts (see the module docstring).
+    """Apply one evaluation's decided incidents to the stored alerts (see the module docstring).
 
-    ``settings`` supplies the ``checkpoint`` thresholds and the external URL (its ``webhooks``
-    are not used: ``webhooks`` is). Runs in one transaction.
+    ``settings`` supplies the external URL (its ``webhooks`` are not used: ``webhooks`` is).
+    Runs in one transaction.
     """
     if now.tzinfo is None:
         raise AlertInputError("now must be timezone-aware")
     if not hold_down_s >= 0:
         raise AlertInputError(f"hold_down_s must be >= 0, got {hold_down_s!r}")
-    policy = ActionPolicy.from_config(settings) if settings is not None else ActionPolicy()
     external_url = str(settings.external_url) if settings is not None and settings.external_url else None
-    current = _by_fingerprint(findings)
+    current = _by_fingerprint(incidents)
     async with pool.acquire() as conn, conn.transaction():
         rows = await conn.fetch("SELECT * FROM alerts WHERE state = 'firing' ORDER BY id FOR UPDATE")
         firing = {r["fingerprint"]: r for r in rows}
-        placement = await load_placement(conn, [(f.rule, f.scope.as_dict()) for f in current.values()])
-        actions = {fp: _action(f, placement, policy) for fp, f in current.items()}
         sync = _Sync(conn, webhooks, external_url)
 
-        fired = 0
-        for fp, finding in current.items():
-            if fp not in firing:
-                alert = await _fire(conn, finding, actions[fp], now)
-                if alert is not None:  # None: another analyzer fired it a moment ago
-                    fired += 1
-                    await sync.notify(alert, "alert.firing", actions[fp])
+        fired = pending = 0
+        for fp, inc in current.items():
+            if fp in firing:
+                continue
+            if inc.pending:
+                pending += 1
+                continue
+            alert = await _fire(conn, inc, now)
+            if alert is not None:  # None: another analyzer opened it a moment ago
+                fired += 1
+                await sync.notify(alert, "alert.firing")
 
-        present = [(firing[fp], current[fp], actions[fp]) for fp in current if fp in firing]
+        present = [(firing[fp], current[fp]) for fp in current if fp in firing]
         escalated = 0
-        for alert, action in await _update(conn, present, now):
-            escalated += 1
-            await sync.notify(alert, "alert.firing", action)
+        for alert, event in await _update(conn, present, now):
+            await _timeline(conn, alert, event)
+            if event == "escalated":
+                escalated += 1
+                await sync.send(alert, "alert.firing")
 
         cutoff = now - timedelta(seconds=hold_down_s)
         gone = [
@@ -145,82 +162,172 @@ async def sync_alerts(
             now,
         )
         for rec in resolved:
-            await sync.notify(AlertRow.from_record(rec), "alert.resolved", "observe")
+            await sync.notify(AlertRow.from_record(rec), "alert.resolved")
     return SyncResult(
-        fired=fired, updated=len(present), resolved=len(resolved), escalated=escalated, deliveries=sync.deliveries
+        fired=fired,
+        updated=len(present),
+        resolved=len(resolved),
+        escalated=escalated,
+        deliveries=sync.deliveries,
+        pending=pending,
     )
 
 
-def _by_fingerprint(findings: Sequence[Finding]) -> dict[str, Finding]:
-    out: dict[str, Finding] = {}
-    for f in findings:
-        seen = out.get(f.fingerprint)
-        if seen is None or SEVERITY_ORDER[f.severity] > SEVERITY_ORDER[seen.severity]:
-            out[f.fingerprint] = f
+def _by_fingerprint(incidents: Sequence[Incident]) -> dict[str, Incident]:
+    out: dict[str, Incident] = {}
+    for inc in incidents:
+        seen = out.get(inc.fingerprint)
+        if seen is None or SEVERITY_ORDER[inc.severity] > SEVERITY_ORDER[seen.severity]:
+            out[inc.fingerprint] = inc
     return out
 
 
-def _action(finding: Finding, placement: Placement, policy: ActionPolicy) -> Action:
-    return recommended_action(
-        finding.rule, finding.severity, finding.scope.as_dict(), finding.details, placement=placement, policy=policy
-    )
+def _fields(inc: Incident) -> dict[str, Any]:
+    return {
+        "summary": inc.summary,
+        "scope": _json(inc.scope.as_dict()),
+        "details": _json({**inc.root.details, "reason": inc.reason, "efficiency_loss": _loss(inc)}),
+        "root_cause": _json(inc.root_cause),
+        "symptoms": _json(inc.symptom_list()),
+    }
 
 
-async def _fire(conn: Connection, finding: Finding, action: Action, now: datetime) -> AlertRow | None:
+def _loss(inc: Incident) -> float:
+    """The largest training-speed loss any of the incident's findings estimates."""
+    out = 0.0
+    for f in inc.findings:
+        v = f.details.get("efficiency_loss")
+        if isinstance(v, int | float) and not isinstance(v, bool) and v == v:
+            out = max(out, float(v))
+    return out
+
+
+async def _fire(conn: Connection, inc: Incident, now: datetime) -> AlertRow | None:
+    f = _fields(inc)
     rec = await conn.fetchrow(
         """INSERT INTO alerts (fingerprint, rule, severity, state, summary, scope, details, started_at,
-                               last_seen_at, recommended_action, notified_severity, notified_action)
-           VALUES ($1, $2, $3, 'firing', $4, $5::jsonb, $6::jsonb, $7, $7, $8, $3, $8)
+                               last_seen_at, recommended_action, notified_severity, notified_action,
+                               root_cause, symptoms, needs_review, action_hosts, reason)
+           VALUES ($1, $2, $3, 'firing', $4, $5::jsonb, $6::jsonb, $7, $7, $8, $3, $8,
+                   $9::jsonb, $10::jsonb, $11, $12::text[], $13)
            ON CONFLICT (fingerprint) WHERE state = 'firing' DO NOTHING
            RETURNING *""",
-        finding.fingerprint,
-        finding.rule,
-        finding.severity,
-        finding.summary,
-        _json(finding.scope.as_dict()),
-        _json(finding.details),
+        inc.fingerprint,
+        inc.rule,
+        inc.severity,
+        f["summary"],
+        f["scope"],
+        f["details"],
         now,
-        action,
+        inc.action,
+        f["root_cause"],
+        f["symptoms"],
+        inc.needs_review,
+        list(inc.action_hosts),
+        inc.reason,
     )
-    return AlertRow.from_record(rec) if rec is not None else None
+    if rec is None:
+        return None
+    alert = AlertRow.from_record(rec)
+    labels = alertmanager_labels(alert)
+    await conn.execute("UPDATE alerts SET labels = $2::jsonb WHERE id = $1", alert.id, _json(labels))
+    return AlertRow.from_record({**dict(rec), "labels": labels})
 
 
 async def _update(
-    conn: Connection, present: Sequence[tuple[Record, Finding, Action]], now: datetime
-) -> list[tuple[AlertRow, Action]]:
-    """Refresh still-present alerts in one statement; returns the ones that escalated."""
+    conn: Connection, present: Sequence[tuple[Record, Incident]], now: datetime
+) -> list[tuple[AlertRow, str]]:
+    """Refresh still-present incidents in one statement; returns the ones that escalated or changed."""
     if not present:
         return []
-    cols: dict[str, list[Any]] = {k: [] for k in ("id", "sev", "summary", "scope", "details", "action", "nsev", "nact")}
-    escalating: dict[int, Action] = {}
-    for rec, finding, action in present:
+    keys = ("id", "rule", "sev", "action", "hosts", "review", "reason", "nsev", "nact", "summary", "scope",
+            "details", "root", "symptoms")  # fmt: skip
+    cols: dict[str, list[Any]] = {k: [] for k in keys}
+    events: dict[int, str] = {}
+    for rec, inc in present:
+        review = bool(rec["needs_review"]) or inc.needs_review
+        action = "observe" if review else stronger(rec["recommended_action"] or "observe", inc.action)
+        severity = worse(rec["severity"], inc.severity)
+        hosts = sorted(set(rec["action_hosts"] or ()) | set(inc.action_hosts))
         told_sev = rec["notified_severity"] or rec["severity"]
-        told_act = rec["notified_action"] or rec["recommended_action"] or action
-        if SEVERITY_ORDER[finding.severity] > SEVERITY_ORDER[told_sev] or ACTION_ORDER[action] > ACTION_ORDER[told_act]:
-            escalating[rec["id"]] = action
+        told_act = rec["notified_action"] or rec["recommended_action"] or "observe"
+        rises = (
+            SEVERITY_ORDER[severity] > SEVERITY_ORDER[told_sev]
+            or ACTION_ORDER[action] > ACTION_ORDER[told_act]
+            or (review and not rec["needs_review"])
+            or (action == "drain" and not set(hosts) <= set(rec["action_hosts"] or ()))
+        )
+        old_symptoms = sorted((s.get("rule"), s.get("key")) for s in _loaded(rec["symptoms"]))
+        new_symptoms = sorted((f.rule, f.key) for f in inc.symptoms)
+        if rises:
+            events[rec["id"]] = "escalated"
+        elif rec["rule"] != inc.rule or old_symptoms != new_symptoms:
+            events[rec["id"]] = "changed"
+        f = _fields(inc)
         for key, value in (
             ("id", rec["id"]),
-            ("sev", finding.severity),
-            ("summary", finding.summary),
-            ("scope", _json(finding.scope.as_dict())),
-            ("details", _json(finding.details)),
+            ("rule", inc.rule),
+            ("sev", severity),
             ("action", action),
-            ("nsev", max(finding.severity, told_sev, key=SEVERITY_ORDER.__getitem__)),
-            ("nact", max(action, told_act, key=ACTION_ORDER.__getitem__)),
+            ("hosts", _json(hosts)),
+            ("review", review),
+            ("reason", inc.reason),
+            ("nsev", worse(severity, told_sev)),
+            ("nact", action if review else stronger(action, told_act)),
+            ("summary", f["summary"]),
+            ("scope", f["scope"]),
+            ("details", f["details"]),
+            ("root", f["root_cause"]),
+            ("symptoms", f["symptoms"]),
         ):
             cols[key].append(value)
     rows = await conn.fetch(
-        """UPDATE alerts a SET last_seen_at = GREATEST(a.last_seen_at, $9), severity = u.sev, summary = u.summary,
-                  scope = u.scope::jsonb, details = u.details::jsonb, recommended_action = u.action,
-                  notified_severity = u.nsev, notified_action = u.nact
-           FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-                       $8::text[]) AS u(id, sev, summary, scope, details, action, nsev, nact)
+        """UPDATE alerts a SET last_seen_at = GREATEST(a.last_seen_at, $15), rule = u.rule, severity = u.sev,
+                  recommended_action = u.action,
+                  action_hosts = ARRAY(SELECT jsonb_array_elements_text(u.hosts::jsonb)),
+                  needs_review = u.review, reason = u.reason, notified_severity = u.nsev,
+                  notified_action = u.nact, summary = u.summary, scope = u.scope::jsonb,
+                  details = u.details::jsonb, root_cause = u.root::jsonb, symptoms = u.symptoms::jsonb
+           FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[],
+                       $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
+                AS u(id, rule, sev, action, hosts, review, reason, nsev, nact, summary, scope, details, root, symptoms)
            WHERE a.id = u.id AND a.state = 'firing'
            RETURNING a.*""",
         *cols.values(),
         now,
     )
-    return [(AlertRow.from_record(r), escalating[r["id"]]) for r in rows if r["id"] in escalating]
+    return [(AlertRow.from_record(r), events[r["id"]]) for r in rows if r["id"] in events]
+
+
+async def _timeline(conn: Connection, alert: AlertRow, event: str) -> None:
+    await conn.execute(
+        """INSERT INTO incident_events (alert_id, time, event, severity, action, rule, summary, symptoms)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
+        alert.id,
+        alert.ended_at if event == "resolved" and alert.ended_at is not None else alert.last_seen_at,
+        event,
+        alert.severity,
+        alert.recommended_action or "observe",
+        alert.rule,
+        alert.summary,
+        len(alert.symptoms),
+    )
+
+
+async def incident_timeline(pool: Pool, alert_id: int) -> list[dict[str, Any]]:
+    """An incident's timeline, oldest first: ``[{time, event, severity, action, rule, summary, symptoms}]``."""
+    rows = await pool.fetch(
+        "SELECT time, event, severity, action, rule, summary, symptoms FROM incident_events "
+        "WHERE alert_id = $1 ORDER BY time, id",
+        alert_id,
+    )
+    return [{**dict(r), "time": r["time"]} for r in rows]
+
+
+def _loaded(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, str | bytes):
+        value = json.loads(value)
+    return [dict(v) for v in value] if isinstance(value, list) else []
 
 
 def _json(value: Any) -> str:

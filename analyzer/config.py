@@ -88,6 +88,14 @@ class AlertsConfig(Section):
     checkpoint_efficiency_loss: float = Field(0.05, ge=0, le=1)
     #: ... or its job interruption probability (``details.interruption_probability``) reaches this.
     checkpoint_interruption_probability: float = Field(0.5, ge=0, le=1)
+    #: Circuit breaker (analyzer/actions.py): one incident never recommends draining more hosts
+    #: than this; above it the action is ``observe`` with ``needs_review`` and a person decides.
+    max_drain_hosts: int = Field(8, ge=0)
+    #: ... nor more than this share of the fabric's servers (never fewer than one host).
+    max_drain_fraction: float = Field(0.01, ge=0, le=1)
+    #: A receiver answering 4xx (other than 408 and 429) this many times has the delivery marked
+    #: failed: a client error does not heal by retrying.
+    max_attempts_4xx: int = Field(5, ge=1)
     #: Where people reach fabricmon (the API/dashboard base URL): the Alertmanager format's
     #: ``externalURL`` and ``generatorURL``. Absent: those fields are empty strings.
     external_url: AnyHttpUrl | None = None

@@ -8,27 +8,36 @@ milliseconds (``2026-11-30T12:00:00.000Z``).
 
     {"event": "alert.firing"|"alert.resolved",
      "alert": {id, fingerprint, rule, severity, state, summary, scope, details, started_at,
-               ended_at, last_seen_at, acked_at, acked_by},
+               ended_at, last_seen_at, acked_at, acked_by, root_cause, symptoms,
+               recommended_action, action_hosts, needs_review, reason},
      "affected": {switches, ports, rails, servers, gpus},
      "jobs": [{id, affected_hosts}],
-     "recommended_action": "drain"|"checkpoint"|"observe"}
+     "recommended_action": "drain"|"checkpoint"|"observe",
+     "action_hosts": [...], "needs_review": bool}
 
-``recommended_action`` is what to do now (rules in :mod:`analyzer.actions`); every
-``alert.resolved`` says ``observe``. A second ``alert.firing`` for an ``alert.id`` already
-sent is an escalation (higher severity or stronger action); its delivery id is new.
+An alert is an incident (SPEC §9.1): ``rule`` is its root cause's rule, ``symptoms`` the other
+findings it explains. ``recommended_action`` is the incident's action (rules in
+:mod:`analyzer.actions`) and ``action_hosts`` the hosts it applies to (the hosts to drain, or
+whose jobs to checkpoint); ``affected`` is the union blast radius. An ``alert.resolved`` carries
+the action the incident held, which is what to undo (resume the drained hosts). A second
+``alert.firing`` for an ``alert.id`` already sent is an escalation (higher severity, stronger
+action, review needed, more hosts to drain); its delivery id is new.
 
 ``format: alertmanager``: the Prometheus Alertmanager webhook body, version "4"
 (``notify/webhook`` ``Message``: ``template.Data`` plus ``version``, ``groupKey``,
-``truncatedAlerts``), one alert per body. Labels: ``alertname`` (the rule), ``severity``,
-``fingerprint``, and ``switch``, ``port``, ``rail``, ``group``, ``server`` when the scope holds
-exactly one of them. Annotations: ``summary``, ``description``, ``recommended_action``,
-``alert_id``, ``gpus``, ``jobs`` (comma-separated job ids, when any). ``endsAt`` is
-``0001-01-01T00:00:00Z`` while firing. The group is the alert itself (``alertname`` and
-``fingerprint``), so receivers that open one incident per ``groupKey`` open one per alert.
+``truncatedAlerts``), one alert per body. Labels, fixed when the incident opens and the same on
+every firing and on the resolve: ``alertname`` (the root rule), ``fingerprint``, and
+``switch``, ``port``, ``rail``, ``group``, ``server`` when the scope holds exactly one of them.
+Annotations: ``summary``, ``description``, ``severity``, ``recommended_action``,
+``needs_review``, ``action_hosts``, ``root_cause``, ``symptoms``, ``alert_id``, ``gpus``,
+``jobs`` (comma-separated job ids, when any). ``endsAt`` is ``0001-01-01T00:00:00Z`` while
+firing. The group is the alert itself (``alertname`` and ``fingerprint``), so receivers that
+open one incident per ``groupKey`` open one per fabricmon incident.
 
 Signing: ``X-Fabricmon-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>``
 where ``timestamp`` is ``X-Fabricmon-Timestamp`` (unix seconds of that attempt). A webhook
-without a secret gets no signature header. Receivers check with :func:`verify_signature`.
+without a secret gets no signature header. Receivers check with :func:`verify_signature`, which
+also refuses a timestamp more than five minutes old or ahead (:data:`MAX_SIGNATURE_AGE_S`).
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ import json
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -49,6 +58,8 @@ from analyzer.actions import Action, AffectedJob
 Event = Literal["alert.firing", "alert.resolved"]
 EVENTS: tuple[Event, ...] = ("alert.firing", "alert.resolved")
 SIGNATURE_PREFIX = "sha256="
+#: How far a signed timestamp may be from the receiver's clock, either way, by default.
+MAX_SIGNATURE_AGE_S = 300.0
 #: Alertmanager's "zero time" for an alert that has not ended.
 ZERO_TIME = "0001-01-01T00:00:00Z"
 
@@ -71,6 +82,13 @@ class AlertRow:
     acked_at: datetime | None
     acked_by: str | None
     recommended_action: str | None
+    root_cause: dict[str, Any] = field(default_factory=dict)
+    symptoms: list[dict[str, Any]] = field(default_factory=list)
+    needs_review: bool = False
+    action_hosts: tuple[str, ...] = ()
+    reason: str | None = None
+    #: The Alertmanager labels fixed when the incident opened (None: not yet fixed).
+    labels: dict[str, str] | None = None
 
     @classmethod
     def from_record(cls, rec: Mapping[str, Any]) -> AlertRow:
@@ -90,6 +108,14 @@ class AlertRow:
             acked_at=rec["acked_at"],
             acked_by=rec["acked_by"],
             recommended_action=rec["recommended_action"],
+            root_cause=_json_object(_get(rec, "root_cause", {})),
+            symptoms=_json_list(_get(rec, "symptoms", [])),
+            needs_review=bool(_get(rec, "needs_review", False)),
+            action_hosts=tuple(_get(rec, "action_hosts", None) or ()),
+            reason=_get(rec, "reason", None),
+            labels={str(k): str(v) for k, v in _json_object(labels).items()}
+            if (labels := _get(rec, "labels", None)) is not None
+            else None,
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -108,6 +134,12 @@ class AlertRow:
             "last_seen_at": iso(self.last_seen_at),
             "acked_at": iso(self.acked_at),
             "acked_by": self.acked_by,
+            "root_cause": self.root_cause,
+            "symptoms": self.symptoms,
+            "recommended_action": self.recommended_action or "observe",
+            "action_hosts": list(self.action_hosts),
+            "needs_review": self.needs_review,
+            "reason": self.reason,
         }
 
 
@@ -160,6 +192,8 @@ def fabricmon_body(event: Event, alert: AlertRow, jobs: Sequence[AffectedJob], a
             "affected": affected(alert.scope),
             "jobs": [{"id": j["id"], "affected_hosts": list(j["affected_hosts"])} for j in jobs],
             "recommended_action": action,
+            "action_hosts": list(alert.action_hosts),
+            "needs_review": alert.needs_review,
         }
     )
 
@@ -178,7 +212,7 @@ def alertmanager_body(
     labels = alertmanager_labels(alert)
     annotations = _annotations(alert, jobs, action)
     base = (external_url or "").rstrip("/")
-    group_labels = {"alertname": alert.rule, "fingerprint": alert.fingerprint}
+    group_labels = {"alertname": labels.get("alertname", alert.rule), "fingerprint": alert.fingerprint}
     item = {
         "status": status,
         "labels": labels,
@@ -205,8 +239,12 @@ def alertmanager_body(
 
 
 def alertmanager_labels(alert: AlertRow) -> dict[str, str]:
-    """Identifying labels: rule, severity, fingerprint, and the scope's single switch/port/rail/group/server."""
-    labels = {"alertname": alert.rule, "severity": alert.severity, "fingerprint": alert.fingerprint}
+    """Identifying labels: the incident's labels fixed when it opened, else the rule, fingerprint,
+    and the scope's single switch/port/rail/group/server. Severity is an annotation: it may rise
+    while the incident is open, and a label that changes would make Alertmanager see a new alert."""
+    if alert.labels is not None:
+        return dict(alert.labels)
+    labels = {"alertname": alert.rule, "fingerprint": alert.fingerprint}
     scope = alert.scope
     singles = {
         "switch": scope.get("switches", []),
@@ -235,9 +273,17 @@ def _annotations(alert: AlertRow, jobs: Sequence[AffectedJob], action: Action) -
             f"rails {_join(scope.get('rails', []))}, switches {_join(scope.get('switches', []))}"
         ),
         "recommended_action": action,
+        "severity": alert.severity,
+        "needs_review": "true" if alert.needs_review else "false",
         "alert_id": str(alert.id),
         "gpus": str(scope.get("gpus", 0)),
     }
+    if alert.action_hosts:
+        out["action_hosts"] = ",".join(alert.action_hosts)
+    if alert.root_cause:
+        out["root_cause"] = str(alert.root_cause.get("rule", alert.rule))
+    if alert.symptoms:
+        out["symptoms"] = ",".join(sorted({str(x.get("rule")) for x in alert.symptoms}))
     if jobs:
         out["jobs"] = ",".join(j["id"] for j in jobs)
     return out
@@ -278,13 +324,15 @@ def verify_signature(
     body: bytes,
     header: str | None,
     *,
-    max_age_s: float | None = None,
+    max_age_s: float | None = MAX_SIGNATURE_AGE_S,
     now: float | None = None,
 ) -> bool:
     """Whether ``header`` is this body's signature at ``timestamp`` (constant-time).
 
-    With ``max_age_s``, a timestamp further than that from ``now`` (default: the clock) is
-    refused too, which stops the replay of an old, captured request.
+    A timestamp more than ``max_age_s`` (five minutes by default) before or after ``now``
+    (default: the clock) is refused too, which stops the replay of an old, captured request;
+    the window either way allows for clock skew between sender and receiver. ``max_age_s=None``
+    turns the check off (for verifying stored requests, never for live ones).
     """
     if not header or not header.startswith(SIGNATURE_PREFIX):
         return False
@@ -326,6 +374,20 @@ def redact_url(url: str) -> str:
         port = None
     netloc = f"{host}:{port}" if port is not None else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _get(rec: Mapping[str, Any], key: str, default: Any) -> Any:
+    """A column that older rows (or hand-built mappings) may lack."""
+    try:
+        return rec[key]
+    except KeyError:
+        return default
+
+
+def _json_list(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, str | bytes):
+        value = json.loads(value)
+    return [dict(v) for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 
 def _json_object(value: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from analyzer.findings import Finding
 from analyzer.objectives import Objective
 from analyzer.oversubscription import Ratio
 from analyzer.rails import RailCapacity
+from analyzer.verdict import OpenIncident, check_statuses, status_of
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:
@@ -38,8 +39,12 @@ def _ratio(r: Ratio) -> dict[str, Any]:
     }
 
 
-def build_report(ev: Evaluation, objectives: list[Objective], jobs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The whole verdict of one evaluation."""
+def build_report(
+    ev: Evaluation, objectives: list[Objective], jobs: list[dict[str, Any]], incidents: list[OpenIncident]
+) -> dict[str, Any]:
+    """The whole verdict of one evaluation: statuses from the open ``incidents`` (analyzer.verdict),
+    every finding still listed under its check."""
+    statuses = check_statuses(incidents)
     ratios: list[Ratio] = ev.memo.get("oversubscription", [])
     switch_ratios = [r for r in ratios if r.scope == "switch"]
     worst = sorted(switch_ratios, key=lambda r: -r.ratio if r.up_gbps else float("-inf"))[:10]
@@ -47,13 +52,14 @@ def build_report(ev: Evaluation, objectives: list[Objective], jobs: list[dict[st
     loads: dict[int, float] = ev.memo.get("rail_load", {})
     best = max((c.bottleneck_fraction for c in caps), default=1.0)
     return {
-        "status": ev.status,
+        "status": status_of(incidents),
         "updated_at": ev.at,
         "duration_s": round(ev.duration_s, 3),
         "checks": {
-            name: {"status": ev.check_status(name), "findings": [finding_dict(f) for f in found]}
+            name: {"status": statuses.get(name, "healthy"), "findings": [finding_dict(f) for f in found]}
             for name, found in ev.findings.items()
         },
+        "incidents": [o.as_dict() for o in incidents],
         "rails": [
             {
                 "rail": c.rail,
@@ -82,8 +88,14 @@ def human(report: dict[str, Any]) -> str:
     lines = [f"fabric: {report['status'].upper()}  (evaluated {_at(report['updated_at'])} in {report['duration_s']} s)"]
     for name, check in report["checks"].items():
         lines.append(f"  {name:<17} {check['status']}")
-        for f in check["findings"]:
-            lines.append(f"    [{f['severity']}] {f['summary']}  ({f['scope']['gpus']} GPUs)")
+    for o in report.get("incidents", []):
+        review = ", needs review" if o["needs_review"] else ""
+        pending = " (pending confirmation)" if o["pending"] else ""
+        hosts = f" {len(o['action_hosts'])} host(s)" if o["action_hosts"] else ""
+        lines.append(
+            f"  incident [{o['severity']}] {o['summary']}  ({o['gpus']} GPUs) → {o['recommended_action']}"
+            f"{hosts}{review}{pending}"
+        )
     if report["rails"]:
         caps = "  ".join(f"r{r['rail']} {r['bottleneck_fraction']:.1%}" for r in report["rails"])
         lines.append(f"  rail capacity (bottleneck vs design): {caps}")

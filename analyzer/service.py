@@ -13,16 +13,21 @@ import asyncio
 import contextlib
 import json
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alerts import SyncResult, sync_alerts
 from analyzer.engine import Evaluation, context_for, evaluate
+from analyzer.incidents import Incident, correlate, hold_unconfirmed
 from analyzer.jobs import Job, job_health, load_jobs
 from analyzer.objectives import Objective, evaluate_objectives
+from analyzer.observe import CollectionMemory, observe
 from analyzer.oversubscription import Ratio
-from analyzer.payloads import dumps
+from analyzer.payloads import AlertRow, dumps
 from analyzer.report import build_report
+from analyzer.verdict import open_incidents
 from analyzer.webhooks import WebhookSender
 from config.model import Config
 from fabric.model import Fabric
@@ -38,19 +43,65 @@ def collect_interval(config: Config) -> float:
     return max(intervals[p] for p in protocols)
 
 
-async def assess(
-    conn: Connection, fabric: Fabric, config: Config, now: datetime, extra_jobs: tuple[Job, ...] = ()
-) -> tuple[Evaluation, list[Objective], dict[str, Any]]:
-    """One read-only evaluation: findings, objectives, jobs and the report."""
+@dataclass(slots=True)
+class Round:
+    """One evaluation: findings, objectives and the decided incidents."""
+
+    ev: Evaluation
+    objectives: list[Objective]
+    incidents: list[Incident]
+
+
+def confirm_s(config: Config) -> float:
+    """How long an incident of symptoms only waits for its root cause before it is sent."""
+    th = config.analyzer.thresholds
+    return max(th.pfc_storm_min_s, th.stale_intervals * collect_interval(config)) + config.analyzer.interval_s
+
+
+async def evaluate_round(
+    conn: Connection,
+    fabric: Fabric,
+    config: Config,
+    now: datetime,
+    memory: CollectionMemory | None = None,
+    first_seen: dict[str, datetime] | None = None,
+) -> Round:
+    """Run the checks and the objectives, then correlate the findings into decided incidents.
+
+    ``memory`` and ``first_seen`` carry the service's state across rounds (collectors catching up,
+    symptom-only incidents waiting for confirmation); a one-shot check has neither."""
     ctx = context_for(fabric, config.analyzer, now, collect_interval(config))
     ev = await evaluate(conn, ctx)
     objectives = await evaluate_objectives(
         conn, fabric, config.analyzer.slo, now, config.analyzer.thresholds.fatal_outage_s
     )
-    gpu_avail = next((o.current for o in objectives if o.name == "gpu_network_availability"), 1.0)
+    observation = await observe(conn, ctx, memory)
+    policy = ActionPolicy.from_config(config.alerts)
+    incidents = decide_all(correlate(ev.all_findings, fabric, observation), fabric, policy)
+    if first_seen is not None:
+        incidents = hold_unconfirmed(incidents, first_seen, now, confirm_s(config))
+    return Round(ev, objectives, incidents)
+
+
+async def round_report(
+    conn: Connection, fabric: Fabric, rnd: Round, now: datetime, extra_jobs: tuple[Job, ...] = ()
+) -> dict[str, Any]:
+    """The verdict document: statuses from the open incidents (this round's and the stored
+    firing ones), each job's health under them."""
+    firing = [AlertRow.from_record(r) for r in await conn.fetch("SELECT * FROM alerts WHERE state = 'firing'")]
+    opened = open_incidents(rnd.incidents, firing)
+    gpu_avail = next((o.current for o in rnd.objectives if o.name == "gpu_network_availability"), 1.0)
     jobs = [*await load_jobs(conn), *extra_jobs]
-    health = [job_health(j, fabric, ev.all_findings, gpu_avail, now) for j in jobs]
-    return ev, objectives, build_report(ev, objectives, health)
+    health = [job_health(j, fabric, opened, gpu_avail, now) for j in jobs]
+    return build_report(rnd.ev, rnd.objectives, health, opened)
+
+
+async def assess(
+    conn: Connection, fabric: Fabric, config: Config, now: datetime, extra_jobs: tuple[Job, ...] = ()
+) -> tuple[Evaluation, list[Objective], dict[str, Any]]:
+    """One read-only evaluation: findings, objectives, incidents, jobs and the report."""
+    rnd = await evaluate_round(conn, fabric, config, now)
+    return rnd.ev, rnd.objectives, await round_report(conn, fabric, rnd, now, extra_jobs)
 
 
 async def store_run(conn: Connection, ev: Evaluation, report: dict[str, Any]) -> None:
@@ -71,7 +122,7 @@ async def store_run(conn: Connection, ev: Evaluation, report: dict[str, Any]) ->
             "INSERT INTO analyzer_runs (time, status, duration_s, findings, report) VALUES ($1, $2, $3, $4, $5::jsonb) "
             "ON CONFLICT (time) DO NOTHING",
             ev.at,
-            ev.status,
+            report["status"],
             ev.duration_s,
             len(ev.all_findings),
             dumps(report).decode(),  # strict JSON: an infinite ratio (no uplink left) is null
@@ -91,36 +142,44 @@ class AnalyzerService:
         self.config = config
         self.fabric = fabric
         self.pool = pool
-        self.sender = WebhookSender(pool, config.alerts.webhooks)
+        self.sender = WebhookSender(pool, config.alerts.webhooks, max_attempts_4xx=config.alerts.max_attempts_4xx)
         self.last_report: dict[str, Any] | None = None
         self.last_sync: SyncResult | None = None
         self.rounds = 0
         self.failed_rounds = 0
+        self.memory = CollectionMemory()
+        self.first_seen: dict[str, datetime] = {}
 
     async def evaluate_once(self, now: datetime | None = None, *, alerts: bool = True) -> dict[str, Any]:
-        """One round: evaluate, store, sync alerts (unless ``alerts`` is False), wake the sender."""
+        """One round: evaluate and correlate, sync incidents (unless ``alerts`` is False), then
+        store the verdict of the open incidents and wake the sender."""
         now = now or datetime.now(UTC)
         async with self.pool.acquire() as conn:
-            ev, _, report = await assess(conn, self.fabric, self.config, now)
-            await store_run(conn, ev, report)
+            rnd = await evaluate_round(conn, self.fabric, self.config, now, self.memory, self.first_seen)
+        result: SyncResult | None = None
+        if alerts:
+            result = await sync_alerts(
+                self.pool,
+                rnd.incidents,
+                now=now,
+                hold_down_s=self.config.analyzer.resolve_hold_down_s,
+                webhooks=self.config.alerts.webhooks,
+                settings=self.config.alerts,
+                evaluated_rules=rnd.ev.evaluated_rules | {"collection"},
+            )
+            if result.deliveries:
+                self.sender.notify()
+            self.last_sync = result
+        async with self.pool.acquire() as conn:
+            report = await round_report(conn, self.fabric, rnd, now)
+            await store_run(conn, rnd.ev, report)
         self.last_report = report
         self.rounds += 1
-        if not alerts:
-            log.info("evaluation (warming up, no alerts yet): %s, %d finding(s)", ev.status, len(ev.all_findings))
-            return report
-        result = await sync_alerts(
-            self.pool,
-            ev.all_findings,
-            now=now,
-            hold_down_s=self.config.analyzer.resolve_hold_down_s,
-            webhooks=self.config.alerts.webhooks,
-            settings=self.config.alerts,
-            evaluated_rules=ev.evaluated_rules,
-        )
-        if result.deliveries:
-            self.sender.notify()
-        self.last_sync = result
-        log.info("evaluation: %s, %d finding(s), %s", ev.status, len(ev.all_findings), result)
+        what = f"{report['status']}, {len(rnd.ev.all_findings)} finding(s) in {len(rnd.incidents)} incident(s)"
+        if result is None:
+            log.info("evaluation (warming up, no alerts yet): %s", what)
+        else:
+            log.info("evaluation: %s, %s", what, result)
         return report
 
     async def drain_webhooks(self, timeout_s: float) -> int:

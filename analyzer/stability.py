@@ -34,7 +34,12 @@ storms in :mod:`analyzer.pfc`. Semantics, where the spec is silent:
   counter) per hour at or above ``fcs_errors_per_hour`` with at least ``error_min_count`` errors
   in the window, or discards as a share of packets (``discards / (packets + discards)``, each
   direction) at or above ``discards_ratio``. Critical at :data:`ERROR_CRITICAL_FACTOR` times
-  either threshold.
+  either threshold. A share needs a packet count: it is taken over the samples that have both
+  discards and packets (``in_pps``/``out_pps``); a window where the source reports discards but
+  no packet count has no share (``None``, not judged, never 100 %), and a finding on the port's
+  FCS errors says so in ``details.discards_not_judged``. A *known* count of 0 packets with
+  discards is a share of 1.0: the port discarded everything it got (a black hole), critical.
+  Neither packets nor discards: no basis, ``None``.
 * **Freshness** (``stale_switch``, critical): an inventory switch with no ``port_counters``
   sample in the last ``stale_intervals x collect_interval_s`` (or never), or whose latest
   reachability state is neither ``connected`` nor a ``connecting`` younger than that (start-up
@@ -50,7 +55,7 @@ from analyzer.findings import Finding, blast_radius
 from analyzer.flaps import check_flaps
 from analyzer.links import clock, human_s, link_label, links_scope
 from analyzer.outages import check_outages
-from analyzer.snapshot import port_snapshot
+from analyzer.snapshot import Snapshot, port_snapshot
 from fabric.model import Endpoint
 from store.db import Connection
 
@@ -66,18 +71,34 @@ LAST_SEEN_LOOKBACK = timedelta(hours=1)
 
 
 def error_figures(
-    errors: float, err_s: float, in_disc: float, in_pkts: float, out_disc: float, out_pkts: float
+    errors: float, err_s: float, in_disc: float, in_pkts: float | None, out_disc: float, out_pkts: float | None
 ) -> dict[str, float | None]:
-    """FCS errors per hour and discard shares from window totals (None where there is no basis)."""
+    """FCS errors per hour and discard shares from window totals (None where there is no basis).
 
-    def share(disc: float, pkts: float) -> float | None:
-        return disc / (pkts + disc) if pkts + disc > 0 else None
+    ``in_pkts``/``out_pkts`` None: no packet count, so no share, however many discards.
+    """
+
+    def share(disc: float, pkts: float | None) -> float | None:
+        return disc / (pkts + disc) if pkts is not None and pkts + disc > 0 else None
 
     return {
         "fcs_errors": errors,
         "fcs_errors_per_hour": errors / err_s * 3600.0 if err_s > 0 else None,
+        "in_discards": in_disc,
+        "in_packets": in_pkts,
         "in_discards_ratio": share(in_disc, in_pkts),
+        "out_discards": out_disc,
+        "out_packets": out_pkts,
         "out_discards_ratio": share(out_disc, out_pkts),
+    }
+
+
+def discards_not_judged(fig: dict[str, float | None]) -> dict[str, str]:
+    """Directions with discards whose share is unknown for want of a packet count."""
+    return {
+        name: "no packet count"
+        for name in ("in_discards", "out_discards")
+        if (fig[name] or 0.0) > 0 and fig[f"{name.split('_')[0]}_packets"] is None
     }
 
 
@@ -104,15 +125,17 @@ WITH cand AS (
 SELECT p.switch, p.port, max(p.time) AS last,
        sum(p.interval_s) FILTER (WHERE COALESCE(p.in_fcs_errors_ps, p.in_errors_ps) IS NOT NULL) AS err_s,
        sum(COALESCE(p.in_fcs_errors_ps, p.in_errors_ps) * p.interval_s) AS errors,
-       sum(p.in_discards_ps * p.interval_s) AS in_disc,
+       -- a share's discards and packets come from the same samples; packets NULL: no count at all
+       COALESCE(sum(p.in_discards_ps * p.interval_s) FILTER (WHERE p.in_pps IS NOT NULL),
+                sum(p.in_discards_ps * p.interval_s)) AS in_disc,
        sum(p.in_pps * p.interval_s) FILTER (WHERE p.in_discards_ps IS NOT NULL) AS in_pkts,
-       sum(p.out_discards_ps * p.interval_s) AS out_disc,
+       COALESCE(sum(p.out_discards_ps * p.interval_s) FILTER (WHERE p.out_pps IS NOT NULL),
+                sum(p.out_discards_ps * p.interval_s)) AS out_disc,
        sum(p.out_pps * p.interval_s) FILTER (WHERE p.out_discards_ps IS NOT NULL) AS out_pkts
 FROM port_counters p JOIN cand USING (switch, port)
 WHERE p.time > $1 AND p.time <= $2 AND NOT p.counter_reset AND p.interval_s > 0
 GROUP BY p.switch, p.port
 """
-_ERROR_COLUMNS = ("errors", "err_s", "in_disc", "in_pkts", "out_disc", "out_pkts")
 
 
 async def check_errors(conn: Connection, ctx: CheckContext) -> list[Finding]:
@@ -120,7 +143,9 @@ async def check_errors(conn: Connection, ctx: CheckContext) -> list[Finding]:
     th, fabric = ctx.thresholds, ctx.fabric
     findings: list[Finding] = []
     for r in await conn.fetch(_ERRORS_SQL, ctx.since, ctx.now):
-        fig = error_figures(*(float(r[c] or 0.0) for c in _ERROR_COLUMNS))
+        errors, err_s, in_disc, out_disc = (float(r[c] or 0.0) for c in ("errors", "err_s", "in_disc", "out_disc"))
+        in_pkts, out_pkts = (None if r[c] is None else float(r[c]) for c in ("in_pkts", "out_pkts"))  # NULL: unknown
+        fig = error_figures(errors, err_s, in_disc, in_pkts, out_disc, out_pkts)
         over = error_verdict(fig, th.fcs_errors_per_hour, th.discards_ratio, th.error_min_count)
         if not over:
             continue
@@ -145,6 +170,7 @@ async def check_errors(conn: Connection, ctx: CheckContext) -> list[Finding]:
                     "link": link_label(fabric, switch, port),
                     **fig,
                     "over": sorted(o.rstrip("!") for o in over),
+                    "discards_not_judged": discards_not_judged(fig),
                     "fcs_errors_per_hour_threshold": th.fcs_errors_per_hour,
                     "discards_ratio_threshold": th.discards_ratio,
                     "window_s": ctx.window_s,
@@ -190,12 +216,33 @@ async def _last_seen(conn: Connection, ctx: CheckContext, switches: list[str]) -
     return seen
 
 
+def peer_view(ctx: CheckContext, snap: Snapshot, switch: str, fresh_since: datetime) -> dict[str, int]:
+    """A silent switch's links as its peers see them: fresh samples of the far ends, up or down.
+
+    A switch that stopped answering its collector may still forward (a management-plane fault)
+    or be gone; only the other ends can tell.
+    """
+    up = down = unknown = 0
+    for p in ctx.fabric.ports(switch):
+        if p.peer is None or p.peer.node not in ctx.fabric.switches:
+            continue
+        far = snap.get((p.peer.node, p.peer.port))
+        if far is None or far.last_time <= fresh_since or far.oper_up is None:
+            unknown += 1
+        elif far.oper_up:
+            up += 1
+        else:
+            down += 1
+    return {"peer_links_up": up, "peer_links_down": down, "peer_links_unknown": unknown}
+
+
 async def check_freshness(conn: Connection, ctx: CheckContext) -> list[Finding]:
     """``stale_switch`` for inventory switches not heard from lately, or that the collector cannot reach."""
     stale_after = ctx.thresholds.stale_intervals * ctx.collect_interval_s
     fresh_since = ctx.now - timedelta(seconds=stale_after)
     seen: dict[str, datetime] = {}
-    for (switch, _), p in (await port_snapshot(conn, ctx)).items():
+    snap = await port_snapshot(conn, ctx)
+    for (switch, _), p in snap.items():
         if switch not in seen or p.last_time > seen[switch]:
             seen[switch] = p.last_time
     missing = [s for s in ctx.fabric.switches if s not in seen or seen[s] <= fresh_since]
@@ -236,6 +283,7 @@ async def check_freshness(conn: Connection, ctx: CheckContext) -> list[Finding]:
                     "state": state["state"] if state is not None else None,
                     "state_since": state["time"].isoformat() if state is not None else None,
                     "state_detail": state["detail"] if state is not None else None,
+                    **peer_view(ctx, snap, switch, fresh_since),
                 },
                 observed_at=last,
             )

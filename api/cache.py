@@ -26,9 +26,10 @@ from typing import Any, TypeVar
 from analyzer.findings import SEVERITY_ORDER, Finding, Scope
 from analyzer.pfc import pause_ratio
 from analyzer.service import collect_interval
+from analyzer.verdict import OpenIncident
 from config.model import Config
 from fabric.model import Fabric, Role
-from store.db import UNAVAILABLE_ERRORS, Connection, Pool, PostgresError
+from store.db import UNAVAILABLE_ERRORS, Connection, Pool, PostgresError, Record
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,11 @@ GROUP BY switch, port
 """
 _FIRING_SIG_SQL = "SELECT count(*), max(id), max(last_seen_at) FROM alerts WHERE state = 'firing'"
 _FIRING_SQL = """
-SELECT id, rule, severity, summary, started_at, scope -> 'servers' AS servers
+SELECT id, fingerprint, rule, severity, summary, started_at, scope -> 'servers' AS servers,
+       scope -> 'rails' AS rails, (scope ->> 'gpus')::int AS gpus, recommended_action, action_hosts, needs_review,
+       details -> 'efficiency_loss' AS efficiency_loss, root_cause ->> 'key' AS root_key,
+       jsonb_path_query_array(symptoms, '$[*].rule') AS symptom_rules,
+       jsonb_path_query_array(symptoms, '$[*].key') AS symptom_keys
 FROM alerts WHERE state = 'firing' ORDER BY started_at DESC, id DESC
 """
 
@@ -85,7 +90,7 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class Firing:
-    """A firing alert, as job health needs it."""
+    """A firing alert (an open incident), as job health needs it."""
 
     id: int
     rule: str
@@ -93,6 +98,34 @@ class Firing:
     summary: str
     started_at: datetime
     servers: frozenset[str]
+    incident: OpenIncident
+
+
+def _firing(r: Record) -> Firing:
+    servers = frozenset(json.loads(r["servers"]) if r["servers"] else ())
+    rules = json.loads(r["symptom_rules"]) if r["symptom_rules"] else []
+    keys = json.loads(r["symptom_keys"]) if r["symptom_keys"] else []
+    loss = json.loads(r["efficiency_loss"]) if r["efficiency_loss"] else 0.0
+    incident = OpenIncident(
+        fingerprint=r["fingerprint"],
+        id=r["id"],
+        rule=r["rule"],
+        rules=frozenset({r["rule"], *map(str, rules)}),
+        severity=r["severity"],
+        action=r["recommended_action"] or "observe",
+        action_hosts=tuple(r["action_hosts"] or ()),
+        needs_review=bool(r["needs_review"]),
+        pending=False,
+        summary=r["summary"],
+        servers=servers,
+        rails=tuple(int(x) for x in (json.loads(r["rails"]) if r["rails"] else [])),
+        gpus=int(r["gpus"] or 0),
+        efficiency_loss=float(loss) if isinstance(loss, int | float) else 0.0,
+        symptoms=len(rules),
+        members=frozenset({f"{r['rule']}|{r['root_key']}", *(f"{a}|{b}" for a, b in zip(rules, keys, strict=False))}),
+        seen_now=False,
+    )
+    return Firing(r["id"], r["rule"], r["severity"], r["summary"], r["started_at"], servers, incident)
 
 
 def index(time_: datetime, report: dict[str, Any]) -> Verdict:
@@ -182,17 +215,7 @@ class ReportCache:
         if sig == self._firing_sig:
             return
         rows = await conn.fetch(_FIRING_SQL)
-        self.firing = [
-            Firing(
-                r["id"],
-                r["rule"],
-                r["severity"],
-                r["summary"],
-                r["started_at"],
-                frozenset(json.loads(r["servers"]) if r["servers"] else ()),
-            )
-            for r in rows
-        ]
+        self.firing = [_firing(r) for r in rows]
         self._firing_sig = sig
 
     async def _rail_pfc(self, conn: Connection, at: datetime) -> dict[int, float]:

@@ -228,9 +228,15 @@ class ObjectiveOut(Model):
     description: str
     target: float
     window_days: float
+    measured_days: float | None = Field(
+        None, description="history actually measured: window_days, or less for a younger deployment"
+    )
     current: float
     error_budget_remaining: float
-    burn_rates: dict[str, float]
+    burn_rates: dict[str, float] = Field(description="burn rate per window (5m, 30m, 1h, 6h)")
+    burn_alert: Literal["page", "ticket"] | None = Field(
+        None, description="page: 1h and 5m burn above fast_burn; ticket: 6h and 30m above slow_burn"
+    )
     status: Literal["ok", "warning", "critical"]
 
 
@@ -260,6 +266,25 @@ class SloOut(Model):
 # --- alerts ---------------------------------------------------------------------------------
 
 
+class RootCauseOut(Model):
+    """Where an incident's root cause is (fields it has no value for are null)."""
+
+    rule: str | None = None
+    key: str | None = None
+    switch: str | None = None
+    port: str | None = None
+    server: str | None = None
+    rail: int | None = None
+
+
+class SymptomOut(Model):
+    rule: str
+    key: str
+    severity: Severity
+    summary: str
+    scope: ScopeOut
+
+
 class AlertOut(Model):
     id: int
     fingerprint: str
@@ -274,11 +299,33 @@ class AlertOut(Model):
     last_seen_at: datetime
     acked_at: datetime | None
     acked_by: str | None
+    root_cause: RootCauseOut = Field(description="the root cause: rule, key and where it is")
+    symptoms: list[SymptomOut] = Field(description="the other findings this incident explains")
+    recommended_action: Literal["drain", "checkpoint", "observe"]
+    action_hosts: list[str] = Field(description="the hosts the action applies to (drain them, checkpoint their jobs)")
+    needs_review: bool = Field(description="the circuit breaker withheld a drain: a person decides")
+    reason: str | None = Field(description="why this action")
 
 
 class AlertList(Page):
     state: Literal["firing", "resolved", "all"]
     items: list[AlertOut]
+
+
+class IncidentEventOut(Model):
+    time: datetime
+    event: Literal["opened", "escalated", "changed", "resolved"]
+    severity: Severity
+    action: Literal["drain", "checkpoint", "observe"]
+    rule: str
+    summary: str
+    symptoms: int = Field(ge=0)
+
+
+class IncidentOut(AlertOut):
+    """One incident with its timeline."""
+
+    timeline: list[IncidentEventOut]
 
 
 # --- jobs -----------------------------------------------------------------------------------
@@ -298,11 +345,17 @@ class JobList(Page):
 
 
 class JobFaultOut(Model):
+    """An open incident touching the job's hosts."""
+
+    id: int | None = Field(description="the incident's alert id; null while it is pending confirmation")
     rule: str
     severity: Severity
     summary: str
     fingerprint: str
+    recommended_action: Literal["drain", "checkpoint", "observe"]
+    needs_review: bool
     affected_hosts: list[str]
+    action_hosts: list[str] = Field(description="the job's hosts the action applies to")
     rails: list[int]
 
 

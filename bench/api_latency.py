@@ -27,8 +27,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from analyzer.alerts import sync_alerts
-from analyzer.service import assess, store_run
+from analyzer.job_store import Job, save_job
+from analyzer.service import AnalyzerService
 from api.app import create_app
 from collector.pipeline import Pipeline
 from config.model import Config
@@ -74,16 +74,14 @@ async def _seed(pool: Pool, fabric: Fabric, config: Config) -> dict[str, float]:
     fed = time.perf_counter()
     hosts = [s.name for s in fabric.servers.values() if s.group in JOB_GROUPS]
     async with pool.acquire() as conn:
-        await conn.execute("INSERT INTO jobs (id, hosts, expected_days) VALUES ($1, $2, 20)", JOB_ID, hosts)
+        await save_job(conn, Job(JOB_ID, tuple(hosts), expected_days=20.0))
         now = datetime.fromtimestamp(clock[0] / 1e9, tz=UTC)
-        ev, _, report = await assess(conn, fabric, config, now)
-        await store_run(conn, ev, report)
+    report = await AnalyzerService(config, fabric, pool).evaluate_once(now)
     evaluated = time.perf_counter()
-    await sync_alerts(pool, ev.all_findings, now=now, hold_down_s=60, webhooks=[])
     return {
         "telemetry_s": round(fed - started, 1),
         "evaluation_s": round(evaluated - fed, 2),
-        "findings": len(ev.all_findings),
+        "findings": sum(len(c["findings"]) for c in report["checks"].values()),
         "job_gpus": sum(fabric.servers[h].gpus for h in hosts),
     }
 

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from analyzer.job_store import Job, save_job
 from analyzer.service import AnalyzerService
 from api.app import create_app
 from cli.service import database, serving
@@ -93,6 +94,19 @@ class StepResult:
     gpus: int = 0
     jobs: list[str] = field(default_factory=list)
     action: str | None = None
+    #: The incident the fault became, and what its receiver was sent about it.
+    fingerprint: str | None = None
+    incident: str | None = None
+    rule: str | None = None
+    symptoms: list[str] = field(default_factory=list)
+    firing: int = 0
+    resolved: int = 0
+    actions: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        """One firing (plus at most one escalation) and one resolved delivery, all with one action."""
+        return 1 <= self.firing <= 2 and self.resolved == 1 and len(set(self.actions)) == 1
 
 
 @dataclass(slots=True)
@@ -108,10 +122,15 @@ class DemoResult:
 
     @property
     def ok(self) -> bool:
-        return all(s.found and s.webhook_s is not None for s in self.steps) and not self.unexpected_alerts
+        return (
+            all(s.found and s.webhook_s is not None and s.clean for s in self.steps) and not self.unexpected_alerts
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ok": self.ok}
+        out = {**asdict(self), "ok": self.ok}
+        for step, d in zip(self.steps, out["steps"], strict=True):
+            d["clean"] = step.clean
+        return out
 
 
 def demo_config(sim: RunningSim, opts: DemoOptions, webhook: str, secret: str, dsn: str) -> Config:
@@ -164,11 +183,7 @@ async def run_demo(opts: DemoOptions, dsn: str, say: Say, stop: asyncio.Event) -
         config = demo_config(sim, opts, webhook, secret, dsn)
         async with database(dsn, config, sim.fabric) as pool:
             hosts = [f"srv-g1-{i:03d}" for i in range(1, 17)]
-            await pool.execute(
-                "INSERT INTO jobs (id, hosts, started_at, expected_days) VALUES ($1, $2, $3, 21) "
-                "ON CONFLICT (id) DO UPDATE SET hosts = EXCLUDED.hosts, started_at = EXCLUDED.started_at",
-                JOB_ID, hosts, datetime.now(UTC),
-            )  # fmt: skip
+            await save_job(pool, Job(JOB_ID, tuple(hosts), datetime.now(UTC), 21.0))
             say(f"registered job {JOB_ID} on {len(hosts)} servers ({len(hosts) * 8} GPUs): srv-g1-001..016")
             collector = CollectorService(config, sim.fabric, pool, plan(config, sim.fabric))
             analyzer = AnalyzerService(config, sim.fabric, pool)
@@ -186,6 +201,8 @@ async def run_demo(opts: DemoOptions, dsn: str, say: Say, stop: asyncio.Event) -
                 if not opts.steps:
                     await _watch_clean(analyzer, opts, started, stop, result, say)
                 result.deliveries = len(receiver.deliveries)
+                if opts.steps:
+                    result.unexpected_alerts += _strays(receiver, result)
                 yield_until = None if opts.duration_s is None else started + opts.duration_s
                 await _linger(stop, yield_until, say)
                 services_stop.set()
@@ -208,12 +225,16 @@ async def _wait(cond: Callable[[], bool], within_s: float, what: str) -> None:
         await asyncio.sleep(0.25)
 
 
-def _find(analyzer: AnalyzerService, step: Step) -> dict[str, Any] | None:
+def _find(analyzer: AnalyzerService, step: Step) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The expected finding and the (sent, not pending) incident that holds it."""
     report = analyzer.last_report or {}
     for check in report.get("checks", {}).values():
         for f in check["findings"]:
             if step.matches(f["rule"], f["key"]):
-                return dict(f)
+                member = f"{f['rule']}|{f['key']}"
+                for inc in report.get("incidents", []):
+                    if member in inc.get("members", []) and not inc.get("pending"):
+                        return dict(f), dict(inc)
     return None
 
 
@@ -224,22 +245,23 @@ async def _play(step: Step, sim: RunningSim, analyzer: AnalyzerService, receiver
     say(f"▶ injecting: {step.title}  {step.fault}")
     t0 = time.monotonic()
     applied = sim.state.apply(step.fault)
-    finding: dict[str, Any] | None = None
+    found: tuple[dict[str, Any], dict[str, Any]] | None = None
     while time.monotonic() - t0 < opts.timeout_s:
-        finding = _find(analyzer, step)
-        if finding is not None:
+        found = _find(analyzer, step)
+        if found is not None:
             break
         await asyncio.sleep(0.2)
-    if finding is None:
+    if found is None:
         say(f"  ✗ not found within {opts.timeout_s:.0f} s (expected {step.rule})")
         sim.state.clear(applied.id)
         return res
+    finding, incident = found
     res.found, res.found_s = True, time.monotonic() - t0
-    res.summary, res.gpus = finding["summary"], finding["scope"]["gpus"]
+    res.summary, res.gpus = finding["summary"], incident["gpus"]
     say(f"  ✓ found after {res.found_s:.1f} s: {finding['summary']}  [{res.gpus} GPUs]")
     if step.story:
         say(f"    {step.story}")
-    fp = finding["fingerprint"]
+    fp = res.fingerprint = incident["fingerprint"]
     fired = await receiver.wait_for("alert.firing", fp, opts.timeout_s - (time.monotonic() - t0))
     if fired is not None:
         res.webhook_s = fired.at - t0
@@ -247,11 +269,23 @@ async def _play(step: Step, sim: RunningSim, analyzer: AnalyzerService, receiver
         res.action = fired.body.get("recommended_action")
     sim.state.clear(applied.id)
     t1 = time.monotonic()
-    if await receiver.wait_for("alert.resolved", fp, opts.timeout_s) is not None:
+    resolved = await receiver.wait_for("alert.resolved", fp, opts.timeout_s)
+    if resolved is not None:
         res.resolved_s = time.monotonic() - t1
-        say(f"  ✓ cleared; alert resolved {res.resolved_s:.1f} s later")
+        alert = resolved.body.get("alert", {})
+        res.incident, res.rule = str(alert.get("id")), alert.get("rule")
+        res.symptoms = sorted({str(x.get("rule")) for x in alert.get("symptoms", [])})
+        say(f"  ✓ cleared; incident resolved {res.resolved_s:.1f} s later")
     await _wait(lambda: _healthy(analyzer) or time.monotonic() - t1 > opts.timeout_s, opts.timeout_s + 5,
                 "healthy fabric")  # fmt: skip
+    mine = [d for d in receiver.deliveries if d.body.get("alert", {}).get("fingerprint") == fp]
+    res.firing = sum(d.event == "alert.firing" for d in mine)
+    res.resolved = sum(d.event == "alert.resolved" for d in mine)
+    res.actions = [str(d.body.get("recommended_action")) for d in mine]
+    verdict = "one incident" if res.clean else "NOT one clean incident"
+    say(f"  {'✓' if res.clean else '✗'} {verdict}: {res.firing} firing + {res.resolved} resolved, "
+        f"action {', '.join(dict.fromkeys(res.actions)) or 'none'}"
+        + (f"; root {res.rule}, symptoms {', '.join(res.symptoms) or 'none'}" if res.rule else ""))  # fmt: skip
     return res
 
 
@@ -279,8 +313,22 @@ async def _linger(stop: asyncio.Event, until: float | None, say: Say) -> None:
         await asyncio.wait_for(stop.wait(), max(0.0, until - time.monotonic()))
 
 
+def _strays(receiver: Receiver, result: DemoResult) -> list[str]:
+    """Incidents sent about that belong to no fault of the tour (a second incident for one fault,
+    a false alarm)."""
+    mine = {s.fingerprint for s in result.steps}
+    out: dict[str, str] = {}
+    for d in receiver.deliveries:
+        alert = d.body.get("alert", {})
+        if alert.get("fingerprint") not in mine:
+            out.setdefault(str(alert.get("fingerprint")), f"{alert.get('rule')}: {alert.get('summary')}")
+    return list(out.values())
+
+
 def _delivery_line(d: Delivery) -> str:
     alert = d.body.get("alert", {})
     jobs = ", ".join(j["id"] for j in d.body.get("jobs", [])) or "no job"
     return (f"  ↪ webhook {d.event} (signed, delivery {d.delivery_id[:8]}): {alert.get('rule')} "
-            f"[{alert.get('severity')}] → {d.body.get('recommended_action')}; jobs: {jobs}")  # fmt: skip
+            f"[{alert.get('severity')}] → {d.body.get('recommended_action')}"
+            f"{' (needs review)' if d.body.get('needs_review') else ''}; "
+            f"{len(alert.get('symptoms', []))} symptom(s); jobs: {jobs}")  # fmt: skip

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from analyzer.alerts import ack_alert, list_alerts
+from analyzer.alerts import ack_alert, get_alert, incident_timeline, list_alerts
 from api.inputs import AckIn, AlertPath, AlertsQuery
 from api.problems import NotFound
-from api.routes.base import POOL, Endpoint, parse_body, parse_path, parse_query, respond
-from api.schemas import AlertList, AlertOut
+from api.routes.base import POOL, Endpoint, Refusal, parse_body, parse_path, parse_query, respond
+from api.schemas import AlertList, AlertOut, IncidentOut
 
 
 async def alerts(request: web.Request) -> web.Response:
@@ -40,6 +40,22 @@ async def ack(request: web.Request) -> web.Response:
     return respond(AlertOut.model_validate(row.as_json()))
 
 
+async def incident(request: web.Request) -> web.Response:
+    alert_id = parse_path(request, AlertPath).id
+    pool = request.app[POOL]
+    row = await get_alert(pool, alert_id)
+    if row is None:
+        raise NotFound(f"no incident with id {alert_id}", kind="unknown-alert")
+    timeline = await incident_timeline(pool, alert_id)
+    return respond(IncidentOut.model_validate({**row.as_json(), "timeline": timeline}))
+
+
+INCIDENTS_DOC = (
+    "An incident is the findings that share one root cause (SPEC §9.1): its rule is the root cause's, "
+    "its symptoms the findings it explains, with one severity, one recommended action and the hosts it "
+    "applies to. /v1/incidents and /v1/alerts serve the same objects."
+)
+
 ENDPOINTS = (
     Endpoint(
         "GET",
@@ -59,7 +75,42 @@ ENDPOINTS = (
         path_model=AlertPath,
         body=AckIn,
         body_required=False,
-        errors=(404, 415),
+        errors=(415,),
         tag="alerts",
+        refusals=(Refusal(404, "unknown-alert", "no alert has that id"),),
+    ),
+    Endpoint(
+        "GET",
+        "/v1/incidents",
+        alerts,
+        "Incidents (newest first), the same objects as /v1/alerts: root cause, symptoms, action",
+        AlertList,
+        query=AlertsQuery,
+        tag="alerts",
+        description=INCIDENTS_DOC,
+    ),
+    Endpoint(
+        "GET",
+        "/v1/incidents/{id}",
+        incident,
+        "One incident with its timeline (opened, escalated, changed, resolved)",
+        IncidentOut,
+        path_model=AlertPath,
+        errors=(404,),
+        tag="alerts",
+        refusals=(Refusal(404, "unknown-alert", "no incident has that id"),),
+    ),
+    Endpoint(
+        "POST",
+        "/v1/incidents/{id}/ack",
+        ack,
+        "Acknowledge an incident (the first acknowledgement stands; nothing is sent)",
+        AlertOut,
+        path_model=AlertPath,
+        body=AckIn,
+        body_required=False,
+        errors=(415,),
+        tag="alerts",
+        refusals=(Refusal(404, "unknown-alert", "no incident has that id"),),
     ),
 )

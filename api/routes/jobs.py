@@ -1,10 +1,11 @@
 """Training jobs as a scheduler registers them, and the fabric under each one.
 
-``POST /v1/jobs`` registers a job (``id``, ``hosts``, optional ``started_at``, ``expected_days``),
-checked like a job file (:func:`analyzer.jobs.job_from_dict`). Every host must be a server of
-the inventory: unknown hosts are a 422 naming them, because a job the fabric cannot place would
-always look healthy. Registering an existing id replaces it (200; 201 when new), so a scheduler
-may simply retry.
+``POST /v1/jobs`` registers a job (``id``, ``hosts``, optional ``started_at``, ``expected_days``).
+Its body is :class:`analyzer.job_store.JobIn`, the one validation a job file given to
+``fabricmon check --job`` also goes through, and :mod:`analyzer.job_store` stores it. Every host
+must be a server of the inventory: unknown hosts are a 422 naming them, because a job the fabric
+cannot place would always look healthy. Registering an existing id replaces it (200; 201 when
+new), so a scheduler may simply retry.
 
 ``GET /v1/jobs/{id}/health`` answers for that job only, from the latest verdict: the findings
 whose blast radius touches its hosts, per rail the leaves its hosts hang from and the status of
@@ -16,21 +17,23 @@ health query is one small database read whatever the fabric's size.
 
 from __future__ import annotations
 
-from datetime import UTC
-
 from aiohttp import web
 
+from analyzer import job_store
 from analyzer.findings import SEVERITY_ORDER
-from analyzer.jobs import Job, JobError, job_from_dict, job_health
+from analyzer.job_store import Job
+from analyzer.jobs import job_health
+from analyzer.verdict import from_report
 from api.inputs import JobIn, JobPath, PageQuery
 from api.live import Placement
-from api.problems import NotFound, Unprocessable, unknown
+from api.problems import NotFound, unknown
 from api.routes.base import (
     CACHE,
     FABRIC,
     PLACEMENT,
     POOL,
     Endpoint,
+    Refusal,
     now,
     parse_body,
     parse_path,
@@ -40,84 +43,58 @@ from api.routes.base import (
 )
 from api.schemas import JobAlertOut, JobFaultOut, JobHealthOut, JobList, JobOut, JobRailOut, Status
 from fabric.model import Fabric
-from store.db import Record
 
 MAX_ALERTS = 100
 STATUS: dict[int, Status] = {0: "healthy", 1: "degraded", 2: "critical"}
-_UPSERT_SQL = """
-INSERT INTO jobs (id, hosts, started_at, expected_days) VALUES ($1, $2, $3, $4)
-ON CONFLICT (id) DO UPDATE SET hosts = EXCLUDED.hosts, started_at = EXCLUDED.started_at,
-                               expected_days = EXCLUDED.expected_days
-RETURNING id, hosts, started_at, expected_days, created_at, (xmax = 0) AS inserted
-"""
+UNKNOWN_JOB = Refusal(404, "unknown-job", "no job is registered with that id")
 
 
-def _gpus(fabric: Fabric, hosts: list[str]) -> int:
-    return sum(fabric.servers[h].gpus for h in hosts if h in fabric.servers)
-
-
-def _job_out(fabric: Fabric, r: Record) -> JobOut:
+def _job_out(fabric: Fabric, job: Job) -> JobOut:
+    assert job.created_at is not None  # a stored job
     return JobOut(
-        id=r["id"],
-        hosts=list(r["hosts"]),
-        started_at=r["started_at"],
-        expected_days=r["expected_days"],
-        created_at=r["created_at"],
-        gpus=_gpus(fabric, list(r["hosts"])),
+        id=job.id,
+        hosts=list(job.hosts),
+        started_at=job.started_at,
+        expected_days=job.expected_days,
+        created_at=job.created_at,
+        gpus=sum(fabric.servers[h].gpus for h in job.hosts if h in fabric.servers),
     )
 
 
 async def register(request: web.Request) -> web.Response:
-    body = await parse_body(request, JobIn)
+    job = (await parse_body(request, JobIn)).to_job()
     fabric = request.app[FABRIC]
-    data = body.model_dump(exclude_none=True)
-    if body.started_at is not None and body.started_at.tzinfo is None:
-        data["started_at"] = body.started_at.replace(tzinfo=UTC)
-    try:
-        job = job_from_dict(data, "body")
-    except JobError as exc:
-        raise Unprocessable(str(exc), kind="invalid-job") from None
     missing = [h for h in job.hosts if h not in fabric.servers]
     if missing:
         raise unknown("hosts", missing)
-    row = await request.app[POOL].fetchrow(_UPSERT_SQL, job.id, list(job.hosts), job.started_at, job.expected_days)
-    assert row is not None
-    status = 201 if row["inserted"] else 200
-    return respond(_job_out(fabric, row), status=status, headers={"Location": f"/v1/jobs/{job.id}"})
+    stored, inserted = await job_store.save_job(request.app[POOL], job)
+    status = 201 if inserted else 200
+    return respond(_job_out(fabric, stored), status=status, headers={"Location": f"/v1/jobs/{job.id}"})
 
 
 async def list_jobs(request: web.Request) -> web.Response:
     q = parse_query(request, PageQuery)
-    pool = request.app[POOL]
-    rows = await pool.fetch(
-        "SELECT id, hosts, started_at, expected_days, created_at FROM jobs ORDER BY id LIMIT $1 OFFSET $2",
-        q.limit,
-        q.offset,
-    )
-    total = await pool.fetchval("SELECT count(*) FROM jobs")
+    jobs, total = await job_store.list_jobs(request.app[POOL], q.limit, q.offset)
     fabric = request.app[FABRIC]
-    return respond(JobList(items=[_job_out(fabric, r) for r in rows], total=total, limit=q.limit, offset=q.offset))
+    return respond(JobList(items=[_job_out(fabric, j) for j in jobs], total=total, limit=q.limit, offset=q.offset))
 
 
-async def _row(request: web.Request, job_id: str) -> Record:
-    row = await request.app[POOL].fetchrow(
-        "SELECT id, hosts, started_at, expected_days, created_at FROM jobs WHERE id = $1", job_id
-    )
-    if row is None:
-        raise NotFound(f"no job with id {job_id!r}", kind="unknown-job")
-    return row
+async def _job(request: web.Request, job_id: str) -> Job:
+    job = await job_store.get_job(request.app[POOL], job_id)
+    if job is None:
+        raise NotFound(f"no job with id {job_id!r}", kind=UNKNOWN_JOB.kind)
+    return job
 
 
 async def get_job(request: web.Request) -> web.Response:
-    row = await _row(request, parse_path(request, JobPath).id)
-    return respond(_job_out(request.app[FABRIC], row))
+    job = await _job(request, parse_path(request, JobPath).id)
+    return respond(_job_out(request.app[FABRIC], job))
 
 
 async def delete_job(request: web.Request) -> web.Response:
     job_id = parse_path(request, JobPath).id
-    deleted = await request.app[POOL].fetchval("DELETE FROM jobs WHERE id = $1 RETURNING id", job_id)
-    if deleted is None:
-        raise NotFound(f"no job with id {job_id!r}", kind="unknown-job")
+    if not await job_store.delete_job(request.app[POOL], job_id):
+        raise NotFound(f"no job with id {job_id!r}", kind=UNKNOWN_JOB.kind)
     return web.Response(status=204)
 
 
@@ -140,14 +117,18 @@ def job_rails(placement: Placement, hosts: tuple[str, ...], faults: list[JobFaul
 
 
 async def health(request: web.Request) -> web.Response:
-    row = await _row(request, parse_path(request, JobPath).id)
+    job = await _job(request, parse_path(request, JobPath).id)
     verdict = await verdict_of(request)
     fabric, cache = request.app[FABRIC], request.app[CACHE]
-    job = Job(row["id"], tuple(row["hosts"]), row["started_at"], row["expected_days"])
     a = next(
         (float(o["current"]) for o in verdict.report.get("slo", []) if o["name"] == "gpu_network_availability"), 1.0
     )
-    h = job_health(job, fabric, verdict.findings, a, now())
+    stored = {f.incident.fingerprint: f.incident for f in cache.firing}
+    by_member = {f"{x.rule}|{x.key}": x for x in verdict.findings}
+    opened = list(stored.values()) + [
+        from_report(e, by_member) for e in verdict.report.get("incidents", []) if e["fingerprint"] not in stored
+    ]
+    h = job_health(job, fabric, opened, a, now())
     faults = [JobFaultOut.model_validate(f) for f in h["faults"]]
     hosts = set(job.hosts)
     alerts = [
@@ -194,9 +175,16 @@ ENDPOINTS = (
         errors=(415,),
         tag="jobs",
         description=__doc__ or "",
+        refusals=(
+            Refusal(
+                422, "unknown-hosts", "a host is not a server of the inventory (the problem's `unknown` names them)"
+            ),
+        ),
     ),
     Endpoint("GET", "/v1/jobs", list_jobs, "Registered jobs", JobList, query=PageQuery, tag="jobs"),
-    Endpoint("GET", "/v1/jobs/{id}", get_job, "One job", JobOut, path_model=JobPath, errors=(404,), tag="jobs"),
+    Endpoint(
+        "GET", "/v1/jobs/{id}", get_job, "One job", JobOut, path_model=JobPath, tag="jobs", refusals=(UNKNOWN_JOB,)
+    ),
     Endpoint(
         "DELETE",
         "/v1/jobs/{id}",
@@ -205,8 +193,8 @@ ENDPOINTS = (
         None,
         status=204,
         path_model=JobPath,
-        errors=(404,),
         tag="jobs",
+        refusals=(UNKNOWN_JOB,),
     ),
     Endpoint(
         "GET",
@@ -216,7 +204,8 @@ ENDPOINTS = (
         "interruption probability for its remaining days",
         JobHealthOut,
         path_model=JobPath,
-        errors=(404, 503),
+        errors=(503,),
         tag="jobs",
+        refusals=(UNKNOWN_JOB,),
     ),
 )

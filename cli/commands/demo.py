@@ -88,18 +88,23 @@ def run(args: argparse.Namespace) -> int:
 
 def _table(result: DemoResult) -> Table:
     t = Table(title=f"fabricmon demo: {result.gpus} GPUs, tour '{result.tour}'", title_justify="left")
-    for col in ("fault", "found", "webhook", "resolved", "GPUs", "jobs", "action"):
+    for col in ("fault", "found", "webhook", "resolved", "GPUs", "jobs", "incident (root: symptoms)", "sent", "action"):
         t.add_column(col)
 
     def s(v: float | None) -> str:
         return "—" if v is None else f"{v:.1f} s"
 
     for r in result.steps:
+        root = f"{r.rule}: {', '.join(r.symptoms) or 'no symptoms'}" if r.rule else "—"
+        sent = f"{r.firing}+{r.resolved}" + ("" if r.clean else " ✗")
         t.add_row(r.title, s(r.found_s) if r.found else "MISSED", s(r.webhook_s), s(r.resolved_s), str(r.gpus),
-                  ", ".join(r.jobs) or "—", r.action or "—")  # fmt: skip
-    if not result.steps:
-        t.add_row("clean run: alerts", str(len(result.unexpected_alerts)), "", "", "", "", "")
-    t.caption = ("every fault found and announced" if result.ok else "SOMETHING WAS MISSED") + (
-        f"; {result.deliveries} signed webhook deliveries; API at {result.api}"
+                  ", ".join(r.jobs) or "—", root, sent, " → ".join(dict.fromkeys(r.actions)) or "—")  # fmt: skip
+    if not result.steps or result.unexpected_alerts:
+        t.add_row("unexpected alerts", str(len(result.unexpected_alerts)), "", "", "", "", "", "", "")
+    clean = all(r.clean for r in result.steps)
+    t.caption = (
+        ("every fault found and announced" if result.ok else "SOMETHING WAS MISSED")
+        + (", one incident each with one action" if result.steps and clean else "")
+        + f"; {result.deliveries} signed webhook deliveries (firing+resolved per fault above); API at {result.api}"
     )
     return t

@@ -1,4 +1,5 @@
-"""The alert lifecycle on a real TimescaleDB: fire once, hold down, resolve, survive restarts, ack."""
+"""The incident lifecycle on a real TimescaleDB: open once, hold down, resolve, survive restarts,
+escalate without storming, keep its labels, record its timeline, ack."""
 
 from __future__ import annotations
 
@@ -10,10 +11,23 @@ from typing import Any
 import asyncpg
 import pytest
 
-from analyzer.alerts import AlertInputError, SyncResult, ack_alert, get_alert, list_alerts, sync_alerts
+from analyzer.actions import ActionPolicy, decide_all
+from analyzer.alerts import (
+    AlertInputError,
+    SyncResult,
+    ack_alert,
+    get_alert,
+    incident_timeline,
+    list_alerts,
+    sync_alerts,
+)
 from analyzer.config import AlertsConfig, WebhookConfig
-from analyzer.findings import Finding, Scope
+from analyzer.findings import Finding, blast_radius
+from analyzer.incidents import Incident, correlate
+from analyzer.links import links_scope
 from analyzer.outbox import webhook_key
+from fabric.model import FabricParams
+from fabric.topology import build_aipod
 from store.db import create_pool
 from store.migrate import migrate
 
@@ -25,6 +39,7 @@ HOOKS = [
     WebhookConfig(url="http://127.0.0.1:9/a", secret="s3cret"),
     WebhookConfig(url="http://127.0.0.1:9/b", format="alertmanager"),
 ]
+FABRIC = build_aipod(FabricParams(gpus=1024))
 
 
 @pytest.fixture
@@ -36,65 +51,74 @@ async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
-def outage(port: int = 3, severity: str = "critical", **details: object) -> Finding:
-    server = f"srv-g1-{port:03d}"
+def outage(port: int = 3, severity: str = "critical", leaf: str = "lf-g1-r1", **details: object) -> Finding:
+    """A server link down (critical: past the fatal outage)."""
     return Finding(
         rule="link_outage",
-        key=f"lf-g1-r1:swp{port}",
+        key=f"{leaf}:swp{port}",
         severity=severity,  # type: ignore[arg-type]
-        summary=f"lf-g1-r1:swp{port} is down",
-        scope=Scope(
-            switches=("lf-g1-r1",),
-            ports=(f"lf-g1-r1:swp{port}",),
-            rails=(1,),
-            groups=(1,),
-            servers=(server,),
-            gpus=1,
-        ),
-        details=dict(details),
+        summary=f"{leaf}:swp{port} is down",
+        scope=links_scope(FABRIC, [(leaf, f"swp{port}")]),
+        details={"down_now": True, "down_for_s": 30.0, **details},
     )
 
 
-def drift(severity: str = "warning", loss: float = 0.01) -> Finding:
-    servers = tuple(f"srv-g2-{i:03d}" for i in range(1, 5))
+def drift(loss: float = 0.01, severity: str = "warning") -> Finding:
     return Finding(
         rule="oversubscription_drift",
         key="lf-g2-r3",
         severity=severity,  # type: ignore[arg-type]
         summary="lf-g2-r3 down:up 1.33 (design 1.00)",
-        scope=Scope(switches=("lf-g2-r3",), rails=(3,), groups=(2,), servers=servers, gpus=4),
-        details={"ratio": 1.333, "efficiency_loss": loss},
+        scope=blast_radius(FABRIC, switches=["lf-g2-r3"]),
+        details={"ratio": 1.333, "efficiency_loss": loss, "uplinks_lost": ["swp65", "swp66"]},
     )
+
+
+def incidents(findings: list[Finding], settings: AlertsConfig | None = None) -> list[Incident]:
+    policy = ActionPolicy.from_config(settings) if settings is not None else ActionPolicy()
+    return decide_all(correlate(findings, FABRIC), FABRIC, policy)
 
 
 async def deliveries(pool: asyncpg.Pool) -> list[Any]:
     return list(await pool.fetch("SELECT * FROM webhook_deliveries ORDER BY seq"))
 
 
+def bodies(rows: list[Any], hook: WebhookConfig) -> list[dict[str, Any]]:
+    return [json.loads(bytes(r["body"])) for r in rows if r["webhook"] == webhook_key(hook)]
+
+
 async def sync(pool: asyncpg.Pool, findings: list[Finding], at: datetime, **kw: Any) -> SyncResult:
-    return await sync_alerts(pool, findings, now=at, hold_down_s=HOLD, webhooks=HOOKS, **kw)
+    settings = kw.pop("settings", None)
+    return await sync_alerts(
+        pool, incidents(findings, settings), now=at, hold_down_s=HOLD, webhooks=HOOKS, settings=settings, **kw
+    )
 
 
 async def test_fire_hold_down_resolve(pool: asyncpg.Pool) -> None:
     f = outage()
+    (inc,) = incidents([f])
     r = await sync(pool, [f], T0)
     assert (r.fired, r.updated, r.resolved, r.deliveries) == (1, 0, 0, 2)
     firing = await list_alerts(pool, "firing")
     assert len(firing) == 1
     a = firing[0]
-    assert a["fingerprint"] == f.fingerprint and a["rule"] == "link_outage" and a["state"] == "firing"
+    assert a["fingerprint"] == inc.fingerprint and a["rule"] == "link_outage" and a["state"] == "firing"
+    assert a["root_cause"] == {
+        "rule": "link_outage", "key": "lf-g1-r1:swp3", "switch": "lf-g1-r1", "port": "swp3",
+        "server": "srv-g1-003", "rail": 1,
+    }  # fmt: skip
     assert a["scope"]["servers"] == ["srv-g1-003"] and a["started_at"] == "2026-11-30T12:00:00.000Z"
-    assert a["ended_at"] is None
+    assert a["ended_at"] is None and a["recommended_action"] == "drain" and a["action_hosts"] == ["srv-g1-003"]
+    assert a["needs_review"] is False
     rows = await deliveries(pool)
     assert {r["webhook"] for r in rows} == {webhook_key(h) for h in HOOKS}
     assert {r["event"] for r in rows} == {"alert.firing"} and all(r["status"] == "pending" for r in rows)
     # the outbox never stores a secret or the URL
     assert all(b"s3cret" not in bytes(r["body"]) and "127.0.0.1" not in r["webhook"] for r in rows)
-    by_key = {r["webhook"]: json.loads(bytes(r["body"])) for r in rows}
-    body = by_key[webhook_key(HOOKS[0])]
+    (body,) = bodies(rows, HOOKS[0])
     assert body["event"] == "alert.firing" and body["alert"]["id"] == a["id"]
-    assert body["recommended_action"] == "drain"
-    assert by_key[webhook_key(HOOKS[1])]["version"] == "4"
+    assert body["recommended_action"] == "drain" and body["action_hosts"] == ["srv-g1-003"]
+    assert bodies(rows, HOOKS[1])[0]["version"] == "4"
 
     # the same finding again: no new alert, no new delivery
     r = await sync(pool, [f], T0 + timedelta(seconds=10))
@@ -107,7 +131,7 @@ async def test_fire_hold_down_resolve(pool: asyncpg.Pool) -> None:
     assert (r.resolved, r.deliveries) == (0, 0)
     assert [x["id"] for x in await list_alerts(pool, "firing")] == [a["id"]]
 
-    # gone for the hold-down: resolved, one delivery per webhook
+    # gone for the hold-down: resolved, one delivery per webhook, carrying the action to undo
     end = T0 + timedelta(seconds=10 + HOLD)
     r = await sync(pool, [], end)
     assert (r.resolved, r.deliveries) == (1, 2)
@@ -116,13 +140,39 @@ async def test_fire_hold_down_resolve(pool: asyncpg.Pool) -> None:
     assert done["state"] == "resolved" and done["ended_at"] == "2026-11-30T12:01:10.000Z"
     rows = await deliveries(pool)
     assert [r["event"] for r in rows[2:]] == ["alert.resolved", "alert.resolved"]
-    resolved = json.loads(bytes(rows[2]["body"]))
-    assert resolved["alert"]["state"] == "resolved" and resolved["recommended_action"] == "observe"
+    resolved = bodies(rows, HOOKS[0])[-1]
+    assert resolved["alert"]["state"] == "resolved" and resolved["recommended_action"] == "drain"
+    assert [e["event"] for e in await incident_timeline(pool, a["id"])] == ["opened", "resolved"]
 
-    # it comes back: a new alert, fired again
+    # it comes back: a new incident, fired again
     r = await sync(pool, [f], end + timedelta(seconds=10))
     assert r.fired == 1 and r.deliveries == 2
     assert len(await list_alerts(pool, "all")) == 2
+
+
+async def test_one_incident_per_root_cause_with_its_symptoms(pool: asyncpg.Pool) -> None:
+    uplink = outage(65, "critical")
+    scope = blast_radius(FABRIC, switches=["lf-g1-r1"])
+    slowed = Finding(
+        "oversubscription_drift", "lf-g1-r1", "critical", "lf-g1-r1 drifts", scope,
+        {"uplinks_lost": ["swp65"], "efficiency_loss": 0.0007},
+    )  # fmt: skip
+    r = await sync(pool, [uplink, slowed], T0)
+    assert (r.fired, r.deliveries) == (1, 2)
+    (a,) = await list_alerts(pool)
+    assert a["rule"] == "link_outage" and [s["rule"] for s in a["symptoms"]] == ["oversubscription_drift"]
+    # an uplink ECMP carries around: a warning to observe, whatever the drift check's own severity
+    assert (a["severity"], a["recommended_action"]) == ("warning", "observe")
+
+
+async def test_pending_server_link_is_sent_only_once_confirmed(pool: asyncpg.Pool) -> None:
+    blip = outage(3, "warning", down_for_s=2.0)
+    r = await sync(pool, [blip], T0)
+    assert (r.fired, r.pending, r.deliveries) == (0, 1, 0)
+    r = await sync(pool, [outage(3)], T0 + timedelta(seconds=10))
+    assert (r.fired, r.deliveries) == (1, 2)
+    body = bodies(await deliveries(pool), HOOKS[0])[0]
+    assert body["recommended_action"] == "drain"
 
 
 async def test_restart_neither_refires_nor_forgets(pool: asyncpg.Pool, fresh_db: str) -> None:
@@ -139,32 +189,60 @@ async def test_restart_neither_refires_nor_forgets(pool: asyncpg.Pool, fresh_db:
         # it remembers what was last seen: outage(2) gone just after the restart resolves on time
         r = await sync(pool2, [outage(1)], T0 + timedelta(seconds=30 + HOLD))
         assert (r.resolved, r.deliveries) == (1, 2)
-        assert [a["fingerprint"] for a in await list_alerts(pool2, "firing")] == [outage(1).fingerprint]
+        assert [a["fingerprint"] for a in await list_alerts(pool2, "firing")] == [incidents([outage(1)])[0].fingerprint]
     finally:
         await pool2.close()
 
 
-async def test_escalation_notifies_once(pool: asyncpg.Pool) -> None:
+async def test_escalation_notifies_once_and_never_withdraws_an_action(pool: asyncpg.Pool) -> None:
     settings = AlertsConfig(checkpoint_efficiency_loss=0.05)
-    r = await sync(pool, [drift("warning", 0.01)], T0, settings=settings)
+    r = await sync(pool, [drift(0.01)], T0, settings=settings)
     assert r.deliveries == 2
-    body = json.loads(bytes((await deliveries(pool))[0]["body"]))
-    assert body["recommended_action"] == "observe"
-    # the efficiency loss crosses the checkpoint threshold: one more firing, same alert
-    r = await sync(pool, [drift("warning", 0.08)], T0 + timedelta(seconds=10), settings=settings)
+    first = bodies(await deliveries(pool), HOOKS[0])[0]
+    assert first["recommended_action"] == "observe" and first["alert"]["severity"] == "warning"
+    # the efficiency loss crosses the checkpoint threshold: one more firing, same incident
+    r = await sync(pool, [drift(0.08)], T0 + timedelta(seconds=10), settings=settings)
     assert (r.escalated, r.deliveries) == (1, 2)
-    rows = await deliveries(pool)
-    again = json.loads(bytes(rows[-2]["body"]))
-    assert again["event"] == "alert.firing" and again["alert"]["id"] == body["alert"]["id"]
-    assert again["recommended_action"] == "checkpoint"
-    # critical now: escalation again; then see-saw between warning and critical: silent
-    r = await sync(pool, [drift("critical", 0.08)], T0 + timedelta(seconds=20), settings=settings)
-    assert r.escalated == 1
-    for i, sev in enumerate(["warning", "critical", "warning", "critical"]):
-        r = await sync(pool, [drift(sev, 0.08)], T0 + timedelta(seconds=30 + 10 * i), settings=settings)
+    again = bodies(await deliveries(pool), HOOKS[0])[-1]
+    assert again["event"] == "alert.firing" and again["alert"]["id"] == first["alert"]["id"]
+    assert again["recommended_action"] == "checkpoint" and again["alert"]["severity"] == "critical"
+    # the loss see-saws around the threshold: silent, and the checkpoint advice stands while open
+    for i, loss in enumerate([0.01, 0.08, 0.01, 0.08, 0.01]):
+        r = await sync(pool, [drift(loss)], T0 + timedelta(seconds=20 + 10 * i), settings=settings)
         assert r.escalated == 0 and r.deliveries == 0
     (a,) = await list_alerts(pool, "firing")
-    assert a["severity"] == "critical" and len(await deliveries(pool)) == 6
+    assert (a["severity"], a["recommended_action"]) == ("critical", "checkpoint") and len(await deliveries(pool)) == 4
+    assert [e["event"] for e in await incident_timeline(pool, a["id"])] == ["opened", "escalated"]
+
+
+async def test_alertmanager_labels_are_the_same_from_first_firing_to_resolve(pool: asyncpg.Pool) -> None:
+    settings = AlertsConfig(checkpoint_efficiency_loss=0.05)
+    await sync(pool, [drift(0.01)], T0, settings=settings)
+    await sync(pool, [drift(0.08)], T0 + timedelta(seconds=10), settings=settings)
+    await sync(pool, [], T0 + timedelta(seconds=10 + HOLD), settings=settings)
+    sent = bodies(await deliveries(pool), HOOKS[1])
+    assert [b["status"] for b in sent] == ["firing", "firing", "resolved"]
+    labels = [b["alerts"][0]["labels"] for b in sent]
+    assert labels[0] == labels[1] == labels[2] and "severity" not in labels[0]
+    assert [b["alerts"][0]["annotations"]["severity"] for b in sent] == ["warning", "critical", "critical"]
+    assert len({b["groupKey"] for b in sent}) == 1
+
+
+async def test_a_drain_that_grows_past_the_breaker_turns_to_review(pool: asyncpg.Pool) -> None:
+    policy = AlertsConfig(max_drain_hosts=2, max_drain_fraction=1.0)
+    await sync(pool, [outage(3)], T0, settings=policy)
+    # a second server link of the same leaf is a second incident, not a bigger drain
+    await sync(pool, [outage(3), outage(4)], T0 + timedelta(seconds=10), settings=policy)
+    assert len(await list_alerts(pool)) == 2
+    leaf_gone = Finding(
+        "stale_switch", "lf-g1-r1", "critical", "lf-g1-r1 silent", blast_radius(FABRIC, switches=["lf-g1-r1"]),
+        {"peer_links_up": 0, "peer_links_down": 64},
+    )  # fmt: skip
+    r = await sync(pool, [leaf_gone], T0 + timedelta(seconds=20), settings=policy)
+    assert r.fired == 1
+    leaf = next(a for a in await list_alerts(pool) if a["rule"] == "stale_switch")
+    assert (leaf["recommended_action"], leaf["needs_review"], leaf["severity"]) == ("observe", True, "critical")
+    assert len(leaf["action_hosts"]) == 64
 
 
 async def test_duplicates_and_unevaluated_rules(pool: asyncpg.Pool) -> None:
@@ -172,7 +250,7 @@ async def test_duplicates_and_unevaluated_rules(pool: asyncpg.Pool) -> None:
     assert r.fired == 2
     sev = {a["rule"]: a["severity"] for a in await list_alerts(pool)}
     assert sev == {"link_outage": "critical", "oversubscription_drift": "warning"}
-    # the stability check did not run this round: its alert stays firing past the hold-down
+    # the stability check did not run this round: its incident stays firing past the hold-down
     later = T0 + timedelta(seconds=2 * HOLD)
     r = await sync(pool, [drift()], later, evaluated_rules={"oversubscription_drift"})
     assert r.resolved == 0
@@ -181,7 +259,7 @@ async def test_duplicates_and_unevaluated_rules(pool: asyncpg.Pool) -> None:
 
 
 async def test_no_webhooks_no_deliveries(pool: asyncpg.Pool) -> None:
-    r = await sync_alerts(pool, [outage()], now=T0, hold_down_s=0, webhooks=[])
+    r = await sync_alerts(pool, incidents([outage()]), now=T0, hold_down_s=0, webhooks=[])
     assert r.fired == 1 and r.deliveries == 0
     r = await sync_alerts(pool, [], now=T0, hold_down_s=0, webhooks=[])
     assert r.resolved == 1
@@ -203,11 +281,12 @@ async def test_ack(pool: asyncpg.Pool) -> None:
 
 
 async def test_list_paging_and_bad_input(pool: asyncpg.Pool) -> None:
-    await sync(pool, [outage(i) for i in range(1, 6)], T0)
+    await sync(pool, [outage(i, leaf=f"lf-g1-r{i}") for i in range(1, 6)], T0)  # five incidents
     page1 = await list_alerts(pool, "all", limit=2)
     page2 = await list_alerts(pool, "all", limit=2, offset=2)
     assert len(page1) == 2 and len(page2) == 2 and not {a["id"] for a in page1} & {a["id"] for a in page2}
-    expected = {"id", "fingerprint", "rule", "severity", "state", "summary", "scope", "started_at", "ended_at"}
+    expected = {"id", "fingerprint", "rule", "severity", "state", "summary", "scope", "started_at", "ended_at",
+                "root_cause", "symptoms", "needs_review", "recommended_action"}  # fmt: skip
     assert expected <= set(page1[0])
     for kw in ({"state": "open"}, {"limit": 0}, {"limit": 10_000}, {"offset": -1}):
         with pytest.raises(AlertInputError):
@@ -218,19 +297,16 @@ async def test_list_paging_and_bad_input(pool: asyncpg.Pool) -> None:
         await sync_alerts(pool, [], now=T0, hold_down_s=-1, webhooks=[])
 
 
-async def test_affected_jobs_and_inventory_placement(pool: asyncpg.Pool) -> None:
+async def test_affected_jobs(pool: asyncpg.Pool) -> None:
     await pool.execute(
         "INSERT INTO jobs (id, hosts) VALUES ('llm-a', $1), ('llm-b', $2)",
         ["srv-g1-003", "srv-g1-004"],
-        ["srv-g9-001"],
+        ["srv-g2-001"],
     )
-    # the inventory says swp3 is an uplink: an outage there is no host's only path (critical -> checkpoint)
-    await pool.execute("INSERT INTO switches (name, role, rail, grp) VALUES ('lf-g1-r1', 'leaf', 1, 1)")
-    await pool.execute("INSERT INTO ports (switch, port, direction) VALUES ('lf-g1-r1', 'swp3', 'up')")
     await sync(pool, [outage(3)], T0)
-    body = json.loads(bytes((await deliveries(pool))[0]["body"]))
+    body = bodies(await deliveries(pool), HOOKS[0])[0]
     assert body["jobs"] == [{"id": "llm-a", "affected_hosts": ["srv-g1-003"]}]
-    assert body["recommended_action"] == "checkpoint"
+    assert body["recommended_action"] == "drain"
     assert body["affected"] == {
         "switches": ["lf-g1-r1"],
         "ports": ["lf-g1-r1:swp3"],

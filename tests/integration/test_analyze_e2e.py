@@ -207,28 +207,35 @@ async def test_alerts_reach_the_scheduler_with_the_jobs_they_touch(fresh_db: str
         task = asyncio.create_task(service.run(stop))
         try:
             fault = lb.sim.state.apply({"kind": "link_down", "switch": "lf-g1-r3"})
+            def drift(g: dict[str, Any]) -> bool:  # the incident the drift is part of (root or symptom)
+                return "oversubscription_drift" in {g["alert"]["rule"], *(s["rule"] for s in g["alert"]["symptoms"])}
+
             for _ in range(60):
-                if any(g["event"] == "alert.firing" and g["alert"]["rule"] == "oversubscription_drift" for g in got):
+                if any(g["event"] == "alert.firing" and drift(g) for g in got):
                     break
                 await asyncio.sleep(0.25)
-            firing = next(g for g in got if g["alert"]["rule"] == "oversubscription_drift")
+            firing = next(g for g in got if drift(g))
             assert firing["affected"]["rails"] == [3] and firing["affected"]["gpus"] == 32
             assert [j["id"] for j in firing["jobs"]] == ["llm-a"]  # llm-b runs in group 2
             assert firing["jobs"][0]["affected_hosts"] == ["srv-g1-001", "srv-g1-002"]
-            assert firing["recommended_action"] in {"observe", "checkpoint", "drain"}
+            # one uplink of 32: ECMP carries on, nothing for the scheduler to do but watch
+            assert firing["recommended_action"] == "observe"
             report = service.last_report
             assert report is not None
             jobs = {j["id"]: j for j in report["jobs"]}
-            assert jobs["llm-a"]["status"] != "healthy"
+            assert jobs["llm-a"]["status"] == "degraded" and report["status"] == "degraded"
             # The drifting leaf serves group 1 only: job llm-b (group 2) does not see it.
-            assert "oversubscription_drift" in {f["rule"] for f in jobs["llm-a"]["faults"]}
-            assert "oversubscription_drift" not in {f["rule"] for f in jobs["llm-b"]["faults"]}
+            assert [f["fingerprint"] for f in jobs["llm-a"]["faults"]] == [firing["alert"]["fingerprint"]]
+            assert jobs["llm-b"]["faults"] == [] and jobs["llm-b"]["status"] == "healthy"
             lb.sim.state.clear(fault.id)
             for _ in range(80):
-                if any(g["event"] == "alert.resolved" and g["alert"]["rule"] == "oversubscription_drift" for g in got):
+                if any(g["event"] == "alert.resolved" and drift(g) for g in got):
                     break
                 await asyncio.sleep(0.25)
             assert any(g["event"] == "alert.resolved" for g in got)
+            # the outage, the drift and the rail asymmetry are one incident, not three
+            drifting = {g["alert"]["fingerprint"] for g in got if drift(g) or g["alert"]["rule"] == "link_outage"}
+            assert drifting == {firing["alert"]["fingerprint"]}, [g["alert"]["summary"] for g in got]
         finally:
             stop.set()
             await asyncio.wait_for(task, 20)

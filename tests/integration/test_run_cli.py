@@ -132,15 +132,17 @@ def test_run_serves_and_check_tells_the_scheduler(
     )
     with urllib.request.urlopen(req, timeout=5) as r:
         assert r.status == 201
-    _until(lambda: _get(f"{api}/v1/health")[1].get("status") == "critical", 30, "a critical verdict")
+    # one uplink of 64: ECMP carries on at 98 %, so the fabric is degraded, not critical (a warning to observe)
+    _until(lambda: _get(f"{api}/v1/health")[1].get("status") == "degraded", 30, "a degraded verdict")
     code, report = _check(env, config)
-    assert code == 2 and report["checks"]["oversubscription"]["status"] == "degraded"
+    assert code == 1 and report["checks"]["oversubscription"]["status"] == "degraded"
+    assert [i["recommended_action"] for i in report["incidents"]] == ["observe"]
     # Pre-flight: every server of this 512-GPU fabric is under leaf lf-g1-r3 (one group), so a job
     # anywhere sees the fault on rail 3.
     job = tmp_path / "job.yaml"
     job.write_text("id: llm-7b\nhosts: [srv-g1-001, srv-g1-002]\nexpected_days: 12\n")
     code, report = _check(env, config, "--job", str(job))
-    assert code == 2 and report["job"]["id"] == "llm-7b" and 3 in report["job"]["rails_affected"]
+    assert code == 1 and report["job"]["id"] == "llm-7b" and 3 in report["job"]["rails_affected"]
     bad = tmp_path / "bad.yaml"
     bad.write_text("hosts: []\n")
     proc = subprocess.run(
@@ -151,12 +153,9 @@ def test_run_serves_and_check_tells_the_scheduler(
         timeout=60,
     )
     assert proc.returncode == 3 and "hosts" in proc.stderr and "Traceback" not in proc.stderr
-    rules = _until(
-        lambda: (
-            {a["rule"] for a in _get(f"{api}/v1/alerts?state=firing")[1].get("items", [])}
-            >= {"oversubscription_drift", "rail_capacity_asymmetry"}
-        ),
-        15,
-        "the alerts",
-    )
-    assert rules
+    def one_incident() -> bool:  # the outage, its drift and its rail asymmetry: one incident
+        items = _get(f"{api}/v1/incidents?state=firing")[1].get("items", [])
+        rules = [{a["rule"], *(s["rule"] for s in a["symptoms"])} for a in items]
+        return len(items) == 1 and {"oversubscription_drift", "rail_capacity_asymmetry"} <= rules[0]
+
+    assert _until(one_incident, 15, "one incident with its symptoms")

@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import time
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -20,18 +21,27 @@ from typing import Any
 import asyncpg
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 
+from analyzer.actions import decide_all
 from analyzer.alerts import sync_alerts
 from analyzer.config import WebhookConfig
-from analyzer.findings import Finding, Scope
+from analyzer.findings import Finding
+from analyzer.incidents import Incident, correlate
+from analyzer.links import links_scope
 from analyzer.outbox import webhook_key
 from analyzer.payloads import ZERO_TIME, verify_signature
 from analyzer.webhooks import WebhookSender
+from api.app import create_app
+from config.model import Config
+from fabric.model import FabricParams
+from fabric.topology import build_aipod
 from store.db import create_pool
 from store.migrate import migrate
 
 pytestmark = pytest.mark.db
 
+FABRIC = build_aipod(FabricParams(gpus=2048))  # four groups: up to 32 outages on 32 leaves
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 FAST = {"timeout_s": 1.0, "backoff_initial_s": 0.05, "backoff_max_s": 0.2}
 
@@ -42,6 +52,7 @@ class Receiver:
     def __init__(self, secret: str | None = None) -> None:
         self.secret = secret
         self.status = 200
+        self.script: list[int] = []  # statuses to answer first, one per POST, before ``status``
         self.delay = 0.0
         self.lose_first_ack = False  # apply, then answer 500 once: the sender must retry, we dedupe
         self.posts: Counter[str] = Counter()
@@ -77,8 +88,9 @@ class Receiver:
             await asyncio.sleep(self.delay)
         delivery = request.headers["X-Fabricmon-Delivery"]
         self.posts[delivery] += 1
-        if self.status != 200:
-            return web.Response(status=self.status)
+        status = self.script.pop(0) if self.script else self.status
+        if status != 200:
+            return web.Response(status=status)
         signature = request.headers.get("X-Fabricmon-Signature")
         if self.secret is None:
             self.unsigned += signature is None
@@ -147,24 +159,25 @@ async def wait_until(pred: Callable[[], bool], within: float = 10.0) -> None:
 
 
 def outage(port: int) -> Finding:
+    """Server ``port``'s link down on a leaf of its own (four of one leaf at once would be the leaf)."""
+    leaf = f"lf-g{(port - 1) // 8 + 1}-r{(port - 1) % 8 + 1}"
     return Finding(
         rule="link_outage",
-        key=f"lf-g1-r1:swp{port}",
+        key=f"{leaf}:swp{port}",
         severity="critical",
-        summary=f"lf-g1-r1:swp{port} is down",
-        scope=Scope(
-            switches=("lf-g1-r1",),
-            ports=(f"lf-g1-r1:swp{port}",),
-            rails=(1,),
-            groups=(1,),
-            servers=(f"srv-g1-{port:03d}",),
-            gpus=1,
-        ),
+        summary=f"{leaf}:swp{port} is down",
+        scope=links_scope(FABRIC, [(leaf, f"swp{port}")]),
+        details={"down_now": True, "down_for_s": 30.0},
     )
 
 
+def incidents(ports: range) -> list[Incident]:
+    """Server-link outages, each one incident (drain its host)."""
+    return decide_all(correlate([outage(i) for i in ports], FABRIC), FABRIC)
+
+
 async def fire(pool: asyncpg.Pool, hooks: list[WebhookConfig], n: int, at: datetime = T0) -> int:
-    r = await sync_alerts(pool, [outage(i) for i in range(1, n + 1)], now=at, hold_down_s=0, webhooks=hooks)
+    r = await sync_alerts(pool, incidents(range(1, n + 1)), now=at, hold_down_s=0, webhooks=hooks)
     return r.deliveries
 
 
@@ -224,7 +237,7 @@ async def test_receiver_down_then_back_gets_everything_once(pool: asyncpg.Pool, 
     hook = WebhookConfig(url=f"http://127.0.0.1:{port}/hook", secret="s3cret", **FAST)
     await fire(pool, [hook], 6)
     await sync_alerts(
-        pool, [outage(i) for i in range(1, 4)], now=T0 + timedelta(seconds=1), hold_down_s=0, webhooks=[hook]
+        pool, incidents(range(1, 4)), now=T0 + timedelta(seconds=1), hold_down_s=0, webhooks=[hook]
     )
     expected = await ids_for(pool, hook)
     assert len(expected) == 9  # 6 firing + 3 resolved
@@ -366,3 +379,81 @@ async def test_no_secret_in_logs_errors_or_outbox(
     assert f"127.0.0.1:{port}/hook" in caplog.text
     for secret in ("hunter2", "tok123", "s3cret-value"):
         assert secret not in stored and secret not in shown
+
+
+async def enqueue_raw(pool: asyncpg.Pool, hook: WebhookConfig, event: str, alert_id: int | None = None) -> int:
+    """One outbox row for ``hook``, written as :func:`analyzer.outbox.enqueue` writes it (a new alert
+    unless ``alert_id`` is given), without going through the alert lifecycle."""
+    if alert_id is None:
+        alert_id = await pool.fetchval(
+            """INSERT INTO alerts (fingerprint, rule, severity, state, summary, started_at, last_seen_at)
+               VALUES ($1, 'link_outage', 'critical', 'firing', 'test', $2, $2) RETURNING id""",
+            uuid.uuid4().hex[:16],
+            T0,
+        )
+    body = json.dumps({"event": event, "alert": {"id": alert_id}}).encode()
+    await pool.execute(
+        "INSERT INTO webhook_deliveries (id, alert_id, webhook, event, body) VALUES ($1, $2, $3, $4, $5)",
+        uuid.uuid4(),
+        alert_id,
+        webhook_key(hook),
+        event,
+        body,
+    )
+    return int(alert_id)
+
+
+async def test_client_errors_fail_the_delivery_and_unblock_the_next(pool: asyncpg.Pool, receivers: Any) -> None:
+    """A 4xx does not heal by retrying: after ``max_attempts_4xx`` in a row the delivery is failed,
+    says why, is counted in /metrics, and the alert's next delivery goes out."""
+    rx = await receivers()
+    rx.status = 400
+    hook = WebhookConfig(url=rx.url, secret="s3cret", **FAST)  # max_attempts 0: a 5xx would retry forever
+    alert_id = await enqueue_raw(pool, hook, "alert.firing")
+    await enqueue_raw(pool, hook, "alert.resolved", alert_id)  # held back behind the firing
+    sender = sender_for(pool, [hook], max_attempts_4xx=3)
+    async with running(sender):
+        await wait_until(lambda: sender.stats[0].failed == 1)
+        row = await pool.fetchrow(
+            "SELECT status, attempts, last_error FROM webhook_deliveries WHERE event = 'alert.firing'"
+        )
+        assert (row["status"], row["attempts"]) == ("failed", 3)
+        assert row["last_error"].startswith("HTTP 400 Bad Request") and "3 times in a row" in row["last_error"]
+        rx.status = 200  # the resolved behind it is no longer held back
+        sender.notify()
+        await wait_until(lambda: len(rx.applied) == 1)
+        await wait_until(lambda: sender.stats[0].delivered == 1)
+    assert [e for _, e, _ in rx.order] == ["alert.resolved"]
+    assert await statuses(pool) == Counter(failed=1, delivered=1)
+    assert sender.stats[0].failed == 1
+
+    # /metrics of an API on the same database: the count comes from the outbox, so an API running
+    # apart from the analyzer (and every API replica) shows it too.
+    config = Config.model_validate({"alerts": {"webhooks": [hook.model_dump(mode="json")]}})
+    fabric = build_aipod(FabricParams(gpus=64, radix=16))
+    async with TestClient(TestServer(create_app(config, fabric, pool=pool))) as client:
+        text = await (await client.get("/metrics")).text()
+    key = webhook_key(hook)
+    assert f'fabricmon_webhook_deliveries_failed_total{{url="{rx.url}",webhook="{key}"}} 1.0' in text
+    assert f'fabricmon_webhook_deliveries_pending{{url="{rx.url}",webhook="{key}"}} 0.0' in text
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param([429, 408, 429, 429], id="408-and-429-are-retryable"),
+        pytest.param([400, 400, 503, 400, 400], id="only-consecutive-4xx-count"),
+        pytest.param([404, 404, 429, 404], id="429-between-4xx-resets-the-run"),
+    ],
+)
+async def test_retryable_answers_keep_the_delivery_alive(pool: asyncpg.Pool, receivers: Any, script: list[int]) -> None:
+    rx = await receivers()
+    rx.script = list(script)
+    hook = WebhookConfig(url=rx.url, secret="s3cret", **FAST)
+    await enqueue_raw(pool, hook, "alert.firing")
+    sender = sender_for(pool, [hook], max_attempts_4xx=3)
+    async with running(sender):
+        await wait_until(lambda: len(rx.applied) == 1)
+        await wait_until(lambda: sender.stats[0].delivered == 1)
+    assert sum(rx.posts.values()) == len(script) + 1
+    assert await statuses(pool) == Counter(delivered=1) and sender.stats[0].failed == 0

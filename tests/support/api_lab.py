@@ -23,8 +23,7 @@ from typing import Any
 import asyncpg
 from aiohttp import web
 
-from analyzer.alerts import sync_alerts
-from analyzer.service import assess, store_run
+from analyzer.service import AnalyzerService
 from collector.pipeline import Pipeline
 from config.model import Config
 from fabric.model import FabricParams
@@ -72,10 +71,7 @@ async def seed(dsn: str, *, rounds: int = 4, faults: list[dict[str, Any]] | None
         await feed_rounds(state, pipe, clock, rounds, FAULTS if faults is None else faults)
         await pipe.close()
         now = datetime.fromtimestamp(clock[0] / 1e9, tz=UTC)
-        async with pool.acquire() as conn:
-            ev, _, report = await assess(conn, FABRIC, CONFIG, now)
-            await store_run(conn, ev, report)
-        await sync_alerts(pool, ev.all_findings, now=now, hold_down_s=60, webhooks=[])
+        report = await AnalyzerService(CONFIG, FABRIC, pool).evaluate_once(now)
         return Seeded(dsn, now, report)
     finally:
         await pool.close()

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import json
 import random
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -62,7 +63,7 @@ def test_sign_matches_spec_formula() -> None:
     body = b'{"event":"alert.firing"}'
     expected = hmac.new(b"k3y", b"1700000000." + body, hashlib.sha256).hexdigest()
     assert sign("k3y", 1700000000, body) == f"sha256={expected}"
-    assert verify_signature("k3y", "1700000000", body, f"sha256={expected}")
+    assert verify_signature("k3y", "1700000000", body, f"sha256={expected}", now=1700000000)
 
 
 @pytest.mark.parametrize(
@@ -78,26 +79,42 @@ def test_sign_matches_spec_formula() -> None:
 )
 def test_verify_rejects(secret: str, ts: object, body: bytes, header: str | None) -> None:
     good = sign("k3y", 1700000000, b"{}")
-    assert not verify_signature(secret, ts, body, good if header is None else header)  # type: ignore[arg-type]
+    header = good if header is None else header
+    assert not verify_signature(secret, ts, body, header, now=1700000000)  # type: ignore[arg-type]
 
 
 def test_verify_max_age() -> None:
     sig = sign("k", 1000, b"x")
     assert verify_signature("k", 1000, b"x", sig, max_age_s=300, now=1200)
     assert not verify_signature("k", 1000, b"x", sig, max_age_s=300, now=1400)
+    assert verify_signature("k", 1000, b"x", sig, max_age_s=None, now=10**9)  # an explicit opt-out
+
+
+@pytest.mark.parametrize(("skew_s", "ok"), [(0, True), (-299, True), (299, True), (-301, False), (301, False)])
+def test_verify_refuses_stale_and_future_timestamps_by_default(skew_s: int, ok: bool) -> None:
+    """Five minutes either way, without the caller asking: a captured request cannot be replayed later."""
+    now = 1_800_000_000
+    sig = sign("k", now + skew_s, b"x")
+    assert verify_signature("k", now + skew_s, b"x", sig, now=now) is ok
+
+
+def test_verify_default_uses_the_clock() -> None:
+    ts = int(time.time())
+    assert verify_signature("k", ts, b"x", sign("k", ts, b"x"))
+    assert not verify_signature("k", ts - 3600, b"x", sign("k", ts - 3600, b"x"))
 
 
 def test_headers_signed_only_with_secret() -> None:
     h = delivery_headers("alert.firing", "d-1", b"{}", "k", timestamp=42)
     assert h["X-Fabricmon-Event"] == "alert.firing" and h["X-Fabricmon-Delivery"] == "d-1"
     assert h["X-Fabricmon-Timestamp"] == "42" and h["Content-Type"] == "application/json"
-    assert verify_signature("k", 42, b"{}", h["X-Fabricmon-Signature"])
+    assert verify_signature("k", 42, b"{}", h["X-Fabricmon-Signature"], now=42)
     assert "X-Fabricmon-Signature" not in delivery_headers("alert.firing", "d-1", b"{}", None)
 
 
 def test_fabricmon_body() -> None:
     body = json.loads(fabricmon_body("alert.firing", alert(), JOBS, "drain"))
-    assert set(body) == {"event", "alert", "affected", "jobs", "recommended_action"}
+    assert set(body) == {"event", "alert", "affected", "jobs", "recommended_action", "action_hosts", "needs_review"}
     assert body["event"] == "alert.firing" and body["recommended_action"] == "drain"
     a = body["alert"]
     for key in ("id", "fingerprint", "rule", "severity", "state", "summary", "scope", "started_at", "ended_at"):
@@ -135,9 +152,10 @@ def test_alertmanager_v4_firing() -> None:
     assert set(item) == {"status", "labels", "annotations", "startsAt", "endsAt", "generatorURL", "fingerprint"}
     assert item["endsAt"] == ZERO_TIME and item["startsAt"] == "2026-11-30T12:00:00.000Z"
     assert item["generatorURL"].startswith("https://fm.example/v1/alerts")
+    # severity is an annotation: it may rise while the incident is open, and labels must not change
+    assert item["annotations"]["severity"] == "critical"
     assert item["labels"] == {
         "alertname": "link_outage",
-        "severity": "critical",
         "fingerprint": "0123456789abcdef",
         "switch": "lf-g1-r1",
         "port": "swp3",

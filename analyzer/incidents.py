@@ -1,0 +1,570 @@
+"""Incidents: one evaluation's findings grouped by root cause, the unit alerts and actions work in.
+
+A fault shows in many checks at once (a downed uplink is a ``link_outage``, an
+``oversubscription_drift`` on its leaf and a ``rail_capacity_asymmetry`` on its rail). Sending
+each as an alert floods receivers with mixed advice; :func:`correlate` turns the findings into
+incidents instead: one per root cause, with the findings it explains as symptoms. It is pure
+(no I/O) and deterministic: the same findings give the same incidents, whatever their order.
+
+An incident is identified by its **place** (``key``), not by its rule, so it keeps its id while
+the evidence changes (a cable first seen down, then flapping, is one incident):
+
+=====================  ==========================================  ============================
+place (``key``)        root findings                               symptoms it can take
+=====================  ==========================================  ============================
+``collection``         fabricmon's own collection is broken: a     ``stale_switch`` and
+                       collector silent, ingest behind, a spool    ``ports_unreported`` of the
+                       replaying (:mod:`analyzer.collection`), or  switches it cannot observe
+                       half the fabric silent at once
+``switch:NAME``        ``stale_switch``, ``switch_flapping``,      link findings on its links;
+                       a switch-level ``link_outage``              drift, rail, ECMP findings on
+                                                                   it, its neighbours, its rail
+``link:SW:PORT``       ``link_outage``, ``link_flapping``,         drift on either end, its
+                       ``error_rate``, ``pfc_storm`` (the storm's  rail's asymmetry and load,
+                       origin link), named by the lower-tier end   ECMP on the switches touched
+``miswire:SERVER``     ``miswire`` of server NICs; the GPUs of     the rails' load and asymmetry
+                       one server, or one leaf pair, are one
+``capacity:NAME``      ``oversubscription_drift`` that no link or  its rail's asymmetry and load
+                       switch incident explains (a slowed uplink)
+``RULE:KEY``           any other finding no incident explains      —
+=====================  ==========================================  ============================
+
+A link incident whose link ends on a switch that has a switch incident joins that incident
+(a rebooting spine's links). A symptom that several incidents could explain goes to one: the
+incident at its own place first, then a switch incident, a link, a miswire, a capacity
+incident; ties by key. Roots never merge through a shared symptom, so two faults on one rail
+stay two incidents. Severity and action are decided per incident by :mod:`analyzer.actions`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from analyzer.findings import SEVERITY_ORDER, Finding, Scope, Severity
+from analyzer.links import link_end
+from fabric.model import TIER, Endpoint, Fabric
+
+#: Rules that are always symptoms of something else, never a root cause on their own when a
+#: root explains them.
+DERIVED = frozenset(
+    {"oversubscription_drift", "rail_capacity_asymmetry", "rail_load_straggler", "ecmp_imbalance", "ports_unreported"}
+)
+SWITCH_RULES = frozenset({"stale_switch", "switch_flapping"})
+#: The findings of silence: what a collection failure produces.
+SILENCE = frozenset({"stale_switch", "ports_unreported"})
+LINK_RULES = frozenset({"link_outage", "link_flapping", "error_rate", "pfc_storm"})
+#: Which rule names an incident's root when several findings share its place (first wins).
+ROOT_ORDER: tuple[str, ...] = (
+    "collection",
+    "link_outage",
+    "switch_flapping",
+    "stale_switch",
+    "link_flapping",
+    "pfc_storm",
+    "miswire",
+    "error_rate",
+    "oversubscription_drift",
+    "rail_capacity_asymmetry",
+    "rail_load_straggler",
+    "ecmp_imbalance",
+    "ports_unreported",
+)
+#: Kind of place -> preference when a symptom could join several incidents (lower first).
+KIND_ORDER: dict[str, int] = {"collection": 0, "switch": 1, "link": 2, "miswire": 3, "capacity": 4, "other": 5}
+#: This many links of one switch down or flapping at once are the switch's fault (the default of
+#: ``thresholds.switch_flap_min_ports``, the flap correlation's own bar).
+SWITCH_LINKS = 4
+#: Without collector heartbeats, this share of the fabric's switches silent at once is our collection.
+SILENT_SHARE = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What the analyzer knows of its own collection this round (see :mod:`analyzer.collection`)."""
+
+    #: Switches fabricmon cannot observe now: their collector is silent, behind or replaying, or
+    #: caught up too recently to judge them.
+    unobserved: frozenset[str] = frozenset()
+    #: Human text per problem ("collector host:123 silent for 42 s").
+    problems: tuple[str, ...] = ()
+    #: Whether collector heartbeats exist at all (False: judge by the data only).
+    known: bool = False
+    #: Switches whose collector is still starting: their silence is not judged at all yet.
+    starting: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """Findings that share one root cause."""
+
+    key: str
+    kind: str
+    root: Finding
+    symptoms: tuple[Finding, ...] = ()
+    #: Set by :func:`analyzer.actions.decide`.
+    severity: Severity = "warning"
+    action: str = "observe"
+    #: Hosts the action applies to (the ones to drain; the ones whose jobs to checkpoint).
+    action_hosts: tuple[str, ...] = ()
+    needs_review: bool = False
+    #: Not yet confirmed: shown in the verdict, not sent (a server link down for less than the
+    #: fatal outage, which may be a blip or the start of a flap).
+    pending: bool = False
+    reason: str = ""
+    #: Where the root cause is: switch, port, server, rail (None where it has none).
+    location: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable identity of the place: the same place is the same incident."""
+        return hashlib.sha256(f"incident|{self.key}".encode()).hexdigest()[:16]
+
+    @property
+    def rule(self) -> str:
+        return self.root.rule
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return (self.root, *self.symptoms)
+
+    @property
+    def scope(self) -> Scope:
+        """The union blast radius of the root and every symptom."""
+        return union_scope(f.scope for f in self.findings)
+
+    @property
+    def summary(self) -> str:
+        more = len(self.symptoms)
+        return self.root.summary + (f" (+{more} symptom{'s' if more != 1 else ''})" if more else "")
+
+    @property
+    def root_cause(self) -> dict[str, Any]:
+        """The root cause: rule, key and location (switch, port, server, rail; None where it has none)."""
+        return {"rule": self.rule, "key": self.root.key, **self.location}
+
+    def symptom_list(self) -> list[dict[str, Any]]:
+        """The symptoms as the API and webhooks show them: ``[{rule, key, severity, summary, scope}]``."""
+        return [
+            {"rule": f.rule, "key": f.key, "severity": f.severity, "summary": f.summary, "scope": f.scope.as_dict()}
+            for f in self.symptoms
+        ]
+
+
+def union_scope(scopes: Iterable[Scope]) -> Scope:
+    """The union of blast radii. GPUs are counted by (server, rail) where possible: the largest
+    single count is a floor, since scopes do not list their (server, rail) pairs."""
+    sw: set[str] = set()
+    ports: set[str] = set()
+    rails: set[int] = set()
+    groups: set[int] = set()
+    servers: set[str] = set()
+    gpus = 0
+    for s in scopes:
+        sw.update(s.switches)
+        ports.update(s.ports)
+        rails.update(s.rails)
+        groups.update(s.groups)
+        servers.update(s.servers)
+        gpus = max(gpus, s.gpus)
+    return Scope(
+        switches=tuple(sorted(sw)),
+        ports=tuple(sorted(ports)),
+        rails=tuple(sorted(rails)),
+        groups=tuple(sorted(groups)),
+        servers=tuple(sorted(servers)),
+        gpus=max(gpus, len(servers)),  # every server in scope has at least one GPU touched
+    )
+
+
+def place_of(f: Finding, fabric: Fabric | None = None) -> dict[str, Any]:
+    """Where a finding is: switch, port, server and rail (None where it has none)."""
+    d = f.details
+    switch: str | None = None
+    port: str | None = None
+    server: str | None = d.get("server") if isinstance(d.get("server"), str) else None
+    rail: int | None = None
+    if f.rule == "miswire":
+        switch = d.get("actual_leaf") or d.get("leaf")
+        port = d.get("actual_port") or d.get("port")
+    elif f.rule in ("rail_capacity_asymmetry", "rail_load_straggler"):
+        rail = d.get("rail") if isinstance(d.get("rail"), int) else _rail_of_key(f.key)
+        switch = d.get("bottleneck") if isinstance(d.get("bottleneck"), str) else None
+    elif f.rule == "pfc_storm":
+        # the storm's origin port is the key's "switch:port" (details.origin.port says the same)
+        switch, _, rest = f.key.partition(":")
+        port = rest.partition(":")[0] or None
+    elif ":" in f.key:
+        switch, port = f.key.split(":", 2)[:2]
+    else:
+        switch = f.key
+    if fabric is not None and switch in fabric.switches and rail is None:
+        rail = fabric.switches[switch].rail
+    if fabric is not None and server is None and switch in fabric.switches and port is not None:
+        peer = fabric.peer(Endpoint(switch, port))
+        if peer is not None and peer.node in fabric.servers:
+            server = peer.node
+    return {"switch": switch, "port": port, "server": server, "rail": rail}
+
+
+def _rail_of_key(key: str) -> int | None:
+    head, _, tail = key.partition("-")
+    return int(tail) if head == "rail" and tail.isdigit() else None
+
+
+# --- correlation -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Group:
+    key: str
+    kind: str
+    findings: list[Finding]
+    #: Switches at the incident's own place.
+    own: set[str]
+    #: Switches whose findings it explains beyond its own (a switch incident's neighbours).
+    near: set[str]
+    rails: set[int]
+    #: Links (naming ends) it holds.
+    links: set[tuple[str, str]] = field(default_factory=set)
+
+
+def correlate(findings: Sequence[Finding], fabric: Fabric, observation: Observation | None = None) -> list[Incident]:
+    """Group ``findings`` into incidents (see the module docstring). Severity and action are not
+    set here: :func:`analyzer.actions.decide` does that for each."""
+    observation = observation or Observation()
+    rest = _dedupe(findings)
+    groups: list[_Group] = []
+    collection, rest = _collection(rest, fabric, observation)
+    if collection is not None:
+        groups.append(collection)
+    switch_groups = _switch_groups([f for f in rest if _is_switch_root(f)], fabric)
+    rest = [f for f in rest if not _is_switch_root(f)]
+    link_groups: dict[str, _Group] = {}
+    miswires: list[Finding] = []
+    derived: list[Finding] = []
+    for f in rest:
+        if f.rule in LINK_RULES:
+            _add_link(f, fabric, switch_groups, link_groups)
+        elif f.rule == "miswire":
+            miswires.append(f)
+        else:
+            derived.append(f)
+    _gather_links(link_groups, switch_groups, fabric)
+    groups += [switch_groups[k] for k in sorted(switch_groups)]
+    groups += [link_groups[k] for k in sorted(link_groups)]
+    groups += _miswire_groups(miswires, fabric)
+    # Drift no root explains is a root of its own (a slowed uplink has no other finding).
+    drifts = [f for f in derived if f.rule == "oversubscription_drift"]
+    others = [f for f in derived if f.rule != "oversubscription_drift"]
+    for f in sorted(drifts, key=_order):
+        if (g := _explainer(f, groups, fabric)) is not None:
+            g.findings.append(f)
+        else:
+            groups.append(_capacity_group(f, fabric))
+    for f in sorted(others, key=_order):
+        if (g := _explainer(f, groups, fabric)) is not None:
+            g.findings.append(f)
+        else:
+            groups.append(_Group(f"{f.rule}:{f.key}", "other", [f], set(), set(), set()))
+    return [_incident(g, fabric) for g in groups]
+
+
+def _order(f: Finding) -> tuple[str, str]:
+    return (f.rule, f.key)
+
+
+def _dedupe(findings: Sequence[Finding]) -> list[Finding]:
+    """One finding per fingerprint (the most severe), in a stable order."""
+    best: dict[str, Finding] = {}
+    for f in findings:
+        seen = best.get(f.fingerprint)
+        if seen is None or SEVERITY_ORDER[f.severity] > SEVERITY_ORDER[seen.severity]:
+            best[f.fingerprint] = f
+    return sorted(best.values(), key=_order)
+
+
+def _collection(findings: list[Finding], fabric: Fabric, obs: Observation) -> tuple[_Group | None, list[Finding]]:
+    """The ``collection`` incident: silence of switches fabricmon cannot observe is ours."""
+    findings = [f for f in findings if not (f.rule in SILENCE and f.key in obs.starting)]  # not judged yet
+    silent = [f for f in findings if f.rule in SILENCE]
+    ours = [f for f in silent if f.key in obs.unobserved or _ours(f)]
+    lagging = [f for f in ours if _ours(f) and f.key not in obs.unobserved]
+    if not obs.known:
+        stale = [f for f in silent if f.rule == "stale_switch"]
+        if fabric.switches and len(stale) >= max(2, SILENT_SHARE * len(fabric.switches)):
+            ours = silent
+    if not ours and not obs.problems:
+        return None, findings
+    if lagging:
+        obs = replace(
+            obs,
+            problems=(
+                *obs.problems,
+                f"{len(lagging)} switch(es) connected to their collector but with no sample stored lately",
+            ),
+        )
+    taken = {id(f) for f in ours}
+    root = _collection_finding(fabric, obs, ours)
+    own = {f.key for f in ours}
+    group = _Group("collection", "collection", [root, *ours], own, set(), set())
+    return group, [f for f in findings if id(f) not in taken]
+
+
+def _ours(f: Finding) -> bool:
+    """A silent switch its collector still calls connected: the samples are late in our own
+    pipeline (a busy poller, a wedged writer), not missing at the switch, which would have made the
+    collector call it stale, unreachable or in error."""
+    return f.rule == "stale_switch" and f.details.get("state") == "connected"
+
+
+def _collection_finding(fabric: Fabric, obs: Observation, silent: list[Finding]) -> Finding:
+    switches = sorted({f.key for f in silent} | set(obs.unobserved))
+    share = len(switches) / len(fabric.switches) if fabric.switches else 0.0
+    what = "; ".join(obs.problems) if obs.problems else f"{len(switches)} switches silent at once"
+    return Finding(
+        rule="collection",
+        key="collection",
+        severity="critical" if share >= 0.1 else "warning",
+        summary=(
+            f"fabricmon's own telemetry collection is impaired ({what}): {len(switches)} of "
+            f"{len(fabric.switches)} switches unobserved. Not a fabric fault: nothing to drain or checkpoint"
+        ),
+        scope=Scope(switches=tuple(switches)),
+        details={
+            "unobserved_switches": len(switches),
+            "unobserved_share": round(share, 4),
+            "problems": list(obs.problems),
+            "heartbeats_known": obs.known,
+        },
+    )
+
+
+def _is_switch_root(f: Finding) -> bool:
+    return f.rule in SWITCH_RULES or (f.rule == "link_outage" and ":" not in f.key)
+
+
+def _neighbours(fabric: Fabric, switch: str) -> set[str]:
+    if switch not in fabric.switches:
+        return set()
+    return {p.peer.node for p in fabric.ports(switch) if p.peer is not None and p.peer.node in fabric.switches}
+
+
+def _rails(fabric: Fabric, switches: Iterable[str]) -> set[int]:
+    return {r for s in switches if s in fabric.switches and (r := fabric.switches[s].rail) is not None}
+
+
+def _switch_groups(findings: list[Finding], fabric: Fabric) -> dict[str, _Group]:
+    groups: dict[str, _Group] = {}
+    for f in findings:
+        key = f"switch:{f.key}"
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = _Group(key, "switch", [], {f.key}, _neighbours(fabric, f.key), _rails(fabric, [f.key]))
+        g.findings.append(f)
+    return groups
+
+
+def _link_ports(f: Finding, fabric: Fabric) -> tuple[str, str] | None:
+    """The naming end of the link a link finding is about."""
+    place = place_of(f, fabric)
+    switch, port = place["switch"], place["port"]
+    if not isinstance(switch, str) or not isinstance(port, str):
+        return None
+    return link_end(fabric, switch, port)
+
+
+def _add_link(f: Finding, fabric: Fabric, switches: dict[str, _Group], links: dict[str, _Group]) -> None:
+    end = _link_ports(f, fabric)
+    if end is None:
+        key = f"{f.rule}:{f.key}"
+        links.setdefault(key, _Group(key, "other", [], set(), set(), set())).findings.append(f)
+        return
+    peer = fabric.peer(Endpoint(*end))
+    ends = {end[0]} | ({peer.node} if peer is not None and peer.node in fabric.switches else set())
+    for name in sorted(ends):
+        if (g := switches.get(f"switch:{name}")) is not None:  # a link of a switch that failed
+            g.findings.append(f)
+            g.links.add(end)
+            return
+    key = f"link:{end[0]}:{end[1]}"
+    g = links.get(key)
+    if g is None:
+        g = links[key] = _Group(key, "link", [], set(ends), set(), _rails(fabric, ends), {end})
+    if f.rule == "pfc_storm":  # the paused switches' ECMP and load are the storm's doing
+        g.near |= set(f.scope.switches) - g.own
+    g.findings.append(f)
+
+
+def _gather_links(links: dict[str, _Group], switches: dict[str, _Group], fabric: Fabric) -> None:
+    """Many links of one switch down or flapping at once are that switch's fault, even before the
+    flap correlation or the staleness check names it (a rebooting spine's first round)."""
+    by_switch: dict[str, list[str]] = {}
+    for key, g in links.items():
+        if g.kind != "link" or not any(f.rule in ("link_outage", "link_flapping") for f in g.findings):
+            continue
+        for name in g.own:
+            by_switch.setdefault(name, []).append(key)
+
+    def rank(item: tuple[str, list[str]]) -> tuple[float, int, str]:
+        name, keys = item
+        cabled = sum(p.peer is not None for p in fabric.ports(name)) if name in fabric.switches else 0
+        tier = TIER[fabric.switches[name].role] if name in fabric.switches else 0
+        # the switch with most of its links in trouble; on a tie the higher tier (parallel links of
+        # one leaf to one spine drop together when the spine fails, not when the leaf does)
+        return (-len(keys) / max(cabled, 1), -tier, name)
+
+    for name, keys in sorted(by_switch.items(), key=rank):
+        keys = [k for k in keys if k in links]
+        if len(keys) < SWITCH_LINKS:
+            continue
+        key = f"switch:{name}"
+        if key not in switches:
+            switches[key] = _Group(key, "switch", [], {name}, _neighbours(fabric, name), _rails(fabric, [name]))
+        group = switches[key]
+        for k in keys:
+            taken = links.pop(k)
+            group.findings += taken.findings
+            group.links |= taken.links
+
+
+def _miswire_groups(findings: list[Finding], fabric: Fabric) -> list[_Group]:
+    """Miswires of one server, or of one leaf pair (a cable swap), are one incident."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    def tokens(f: Finding) -> list[str]:
+        d = f.details
+        out = [f"server:{d['server']}"] if isinstance(d.get("server"), str) else [f"finding:{f.key}"]
+        leaves = sorted(str(x) for x in (d.get("expected_leaf"), d.get("actual_leaf")) if x)
+        if len(leaves) == 2 and leaves[0] != leaves[1]:
+            out.append("pair:" + "+".join(leaves))
+        return out
+
+    for f in findings:
+        ts = tokens(f)
+        for t in ts[1:]:
+            parent[find(t)] = find(ts[0])
+    by_root: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_root.setdefault(find(tokens(f)[0]), []).append(f)
+    out: list[_Group] = []
+    for members in by_root.values():
+        members.sort(key=_order)
+        servers = sorted({str(f.details["server"]) for f in members if isinstance(f.details.get("server"), str)})
+        name = servers[0] if servers else members[0].key
+        own = {str(s) for f in members for s in f.scope.switches}
+        for f in members:
+            own |= {str(x) for x in (f.details.get("expected_leaf"), f.details.get("actual_leaf")) if x}
+        out.append(_Group(f"miswire:{name}", "miswire", members, own, set(), _rails(fabric, own)))
+    return sorted(out, key=lambda g: g.key)
+
+
+def _capacity_group(f: Finding, fabric: Fabric) -> _Group:
+    lost = f.details.get("uplinks_lost")
+    if isinstance(lost, list) and len(lost) == 1 and f.key in fabric.switches:
+        end = link_end(fabric, f.key, str(lost[0]))
+        peer = fabric.peer(Endpoint(*end))
+        ends = {end[0]} | ({peer.node} if peer is not None and peer.node in fabric.switches else set())
+        return _Group(f"link:{end[0]}:{end[1]}", "capacity", [f], ends, set(), _rails(fabric, ends), {end})
+    return _Group(f"capacity:{f.key}", "capacity", [f], {f.key}, set(), _rails(fabric, [f.key]))
+
+
+def _explainer(f: Finding, groups: list[_Group], fabric: Fabric) -> _Group | None:
+    """The incident that explains a derived finding, by the preference of the module docstring."""
+    place = place_of(f, fabric)
+    at = place["switch"] if isinstance(place["switch"], str) else None
+    if f.rule in ("rail_capacity_asymmetry", "rail_load_straggler"):
+        rail = place["rail"]
+        touched = set(f.scope.switches) | ({at} if at else set())
+        lost = f.details.get("lost_ports")
+        if isinstance(lost, list):
+            touched |= {str(p).split(":", 1)[0] for p in lost}
+    else:
+        rail = None
+        touched = {at} if at else set(f.scope.switches)
+    links = _lost_links(f, fabric)
+    best: tuple[int, int, str] | None = None
+    chosen: _Group | None = None
+    for g in groups:
+        if g.kind == "collection" or g.kind == "other":
+            continue
+        if links & g.links:
+            rank = -1  # the very links it counts as lost
+        elif touched & g.own:
+            rank = 0
+        elif touched & g.near:
+            rank = 1
+        elif rail is not None and rail in g.rails and (f.rule == "rail_load_straggler" or g.kind != "miswire"):
+            rank = 2
+        else:
+            continue
+        score = (rank, KIND_ORDER[g.kind], g.key)
+        if best is None or score < best:
+            best, chosen = score, g
+    return chosen
+
+
+def _lost_links(f: Finding, fabric: Fabric) -> set[tuple[str, str]]:
+    """The links (naming ends) a capacity finding counts as lost or slowed."""
+    out: set[tuple[str, str]] = set()
+    lost = f.details.get("lost_ports")
+    for item in lost if isinstance(lost, list) else []:
+        switch, _, port = str(item).partition(":")
+        if port:
+            out.add(link_end(fabric, switch, port))
+    ups = f.details.get("uplinks_lost")
+    if f.rule == "oversubscription_drift" and isinstance(ups, list):
+        out |= {link_end(fabric, f.key, str(p)) for p in ups}
+    return out
+
+
+def _incident(g: _Group, fabric: Fabric) -> Incident:
+    ordered = sorted(g.findings, key=lambda f: (_root_rank(f.rule), -SEVERITY_ORDER[f.severity], f.key))
+    root, symptoms = ordered[0], tuple(ordered[1:])
+    if g.kind == "collection":
+        location: dict[str, Any] = dict.fromkeys(("switch", "port", "server", "rail"))
+    elif g.kind == "switch":
+        name = g.key.split(":", 1)[1]
+        sw = fabric.switches.get(name)
+        location = {"switch": name, "port": None, "server": None, "rail": sw.rail if sw is not None else None}
+    else:
+        location = place_of(root, fabric)
+    return Incident(key=g.key, kind=g.kind, root=root, symptoms=symptoms, location=location)
+
+
+def _root_rank(rule: str) -> int:
+    return ROOT_ORDER.index(rule) if rule in ROOT_ORDER else len(ROOT_ORDER)
+
+
+def hold_unconfirmed(
+    incidents: Sequence[Incident], first_seen: dict[str, datetime], now: datetime, confirm_s: float
+) -> list[Incident]:
+    """Incidents made of symptoms only (a rail asymmetry, an ECMP imbalance no root explains) wait
+    ``confirm_s`` before they are sent: their root cause is often found a round or two later (a
+    PFC storm counts as one only once it has lasted), and it must take them in rather than leave a
+    second incident behind. ``first_seen`` (fingerprint -> time) is the caller's memory across
+    rounds; entries of incidents no longer present are dropped."""
+    present = {i.fingerprint for i in incidents}
+    for fp in [fp for fp in first_seen if fp not in present]:
+        del first_seen[fp]
+    out: list[Incident] = []
+    for inc in incidents:
+        if inc.kind == "other" and inc.root.rule in DERIVED:
+            seen = first_seen.setdefault(inc.fingerprint, now)
+            if (now - seen).total_seconds() < confirm_s:
+                inc = replace(inc, pending=True)
+        out.append(inc)
+    return out
+
+
+def with_decision(incident: Incident, **changes: Any) -> Incident:
+    """``incident`` with its decision fields set (severity, action, hosts, review, pending, reason)."""
+    return replace(incident, **changes)

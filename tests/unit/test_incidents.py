@@ -1,0 +1,347 @@
+"""Correlation and the action table on the 512-GPU AIPod: one incident per root cause, one action.
+
+Findings are shaped as the checks make them (rule, key, details the checks set, blast radius from
+the same helpers); the integration suites produce them from the simulator end to end.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analyzer.actions import ActionPolicy, decide, decide_all
+from analyzer.findings import Finding, blast_radius
+from analyzer.incidents import Incident, Observation, correlate
+from analyzer.links import links_scope
+from fabric.model import Endpoint, Fabric, FabricParams
+from fabric.topology import build_aipod
+
+FABRIC = build_aipod(FabricParams(gpus=512))
+BIG = build_aipod(FabricParams(gpus=16384))
+
+
+def outage(switch: str, port: str, *, down_for: float = 30.0, down_now: bool = True, critical: bool = True) -> Finding:
+    return Finding(
+        "link_outage",
+        f"{switch}:{port}",
+        "critical" if critical else "warning",
+        f"{switch}:{port} down",
+        links_scope(FABRIC, [(switch, port)]),
+        {"down_now": down_now, "down_for_s": down_for if down_now else 0.0, "longest_completed_s": 0.0},
+    )
+
+
+def flapping(switch: str, port: str, flaps: int = 4) -> Finding:
+    scope = links_scope(FABRIC, [(switch, port)])
+    return Finding("link_flapping", f"{switch}:{port}", "warning", f"{switch}:{port} flapped", scope, {"flaps": flaps})
+
+
+def drift(switch: str, lost: list[str], loss: float = 0.0007, severity: str = "warning") -> Finding:
+    return Finding(
+        "oversubscription_drift", switch, severity,  # type: ignore[arg-type]
+        f"{switch} drifts", blast_radius(FABRIC, switches=[switch], ports=[(switch, p) for p in lost]),
+        {"uplinks_lost": lost, "efficiency_loss": loss},
+    )  # fmt: skip
+
+
+def asymmetry(rail: int, bottleneck: str, lost: list[str], loss: float = 0.0007) -> Finding:
+    return Finding(
+        "rail_capacity_asymmetry", f"rail-{rail}", "warning", f"rail {rail} short",
+        blast_radius(FABRIC, switches=[bottleneck], ports=[(bottleneck, p) for p in lost]),
+        {"rail": rail, "bottleneck": bottleneck, "lost_ports": [f"{bottleneck}:{p}" for p in lost],
+         "efficiency_loss": loss},
+    )  # fmt: skip
+
+
+def straggler(rail: int) -> Finding:
+    leaves = [s for s, sw in FABRIC.switches.items() if sw.rail == rail and s.startswith("lf-")]
+    return Finding(
+        "rail_load_straggler", f"rail-{rail}", "warning", f"rail {rail} slow",
+        blast_radius(FABRIC, switches=leaves), {"rail": rail},
+    )  # fmt: skip
+
+
+def ecmp(switch: str) -> Finding:
+    return Finding("ecmp_imbalance", switch, "warning", f"{switch} uneven", blast_radius(FABRIC, switches=[switch]))
+
+
+def stale(switch: str, **peers: int) -> Finding:
+    return Finding(
+        "stale_switch", switch, "critical", f"{switch} silent", blast_radius(FABRIC, switches=[switch]),
+        {"age_s": 60.0, **peers},
+    )  # fmt: skip
+
+
+def switch_flapping(switch: str) -> Finding:
+    return Finding(
+        "switch_flapping", switch, "warning", f"{switch} dropped its ports",
+        links_scope(FABRIC, [(switch, f"swp{i}") for i in range(1, 65)], [switch]), {"port_count": 64},
+    )  # fmt: skip
+
+
+def switch_outage(switch: str, links: list[tuple[str, str]], down_now: bool = True) -> Finding:
+    return Finding(
+        "link_outage", switch, "critical", f"{switch}: links down",
+        links_scope(FABRIC, links, [switch]),
+        {"links": [{"link": f"{s}:{p} ↔ x", "down_now": down_now} for s, p in links],
+         "down_now": len(links) if down_now else 0},
+    )  # fmt: skip
+
+
+def miswire(server: str, gpu: int, actual: str, expected: str) -> Finding:
+    port = f"swp{int(server[-3:])}"
+    return Finding(
+        "miswire", f"{server}:gpu{gpu}", "critical", f"{server} GPU {gpu} on {actual}",
+        blast_radius(FABRIC, ports=[(actual, port)], gpus=[(server, gpu)]),
+        {"server": server, "gpu": gpu, "expected_leaf": expected, "actual_leaf": actual, "actual_port": port},
+    )  # fmt: skip
+
+
+def pfc(switch: str, port: str) -> Finding:
+    peer = FABRIC.peer(Endpoint(switch, port))
+    assert peer is not None
+    ports = [(switch, port), (peer.node, peer.port)]
+    return Finding(
+        "pfc_storm", f"{switch}:{port}:3", "critical", f"PFC storm from {switch}:{port}",
+        links_scope(FABRIC, ports), {"origin": {"port": f"{switch}:{port}", "kind": "sender"}, "priority": 3},
+    )  # fmt: skip
+
+
+def decided(
+    findings: list[Finding], obs: Observation | None = None, policy: ActionPolicy | None = None, fabric: Fabric = FABRIC
+) -> list[Incident]:
+    return decide_all(correlate(findings, fabric, obs), fabric, policy)
+
+
+def one(findings: list[Finding], **kw: object) -> Incident:
+    incidents = decided(findings, **kw)  # type: ignore[arg-type]
+    assert len(incidents) == 1, [(i.key, i.rule, [f.rule for f in i.symptoms]) for i in incidents]
+    return incidents[0]
+
+
+# --- one incident per root cause ----------------------------------------------------------------
+
+
+def test_a_downed_leaf_uplink_is_one_incident_that_ecmp_carries() -> None:
+    inc = one([outage("lf-g1-r3", "swp65"), drift("lf-g1-r3", ["swp65"]), asymmetry(3, "lf-g1-r3", ["swp65"])])
+    assert inc.key == "link:lf-g1-r3:swp65" and inc.rule == "link_outage"
+    assert sorted(f.rule for f in inc.symptoms) == ["oversubscription_drift", "rail_capacity_asymmetry"]
+    # 63 of 64 uplinks left: 0.07 % of training speed, far below the 5 % checkpoint threshold
+    assert (inc.action, inc.severity, inc.needs_review) == ("observe", "warning", False)
+
+
+def test_a_slowed_uplink_has_drift_as_its_root_and_the_same_place_as_its_outage() -> None:
+    inc = one([drift("lf-g1-r5", ["swp65"]), asymmetry(5, "lf-g1-r5", ["swp65"])])
+    assert inc.key == "link:lf-g1-r5:swp65" and inc.rule == "oversubscription_drift"
+    assert [f.rule for f in inc.symptoms] == ["rail_capacity_asymmetry"]
+    assert inc.action == "observe"
+    assert one([outage("lf-g1-r5", "swp65")]).fingerprint == inc.fingerprint
+
+
+def test_a_spine_reboot_is_one_incident_with_every_symptom() -> None:
+    links = [("lf-g1-r4", f"swp{i}") for i in range(65, 129)]
+    inc = one(
+        [
+            stale("sp-r4-1"),
+            switch_flapping("sp-r4-1"),
+            switch_outage("sp-r4-1", links),
+            drift("lf-g1-r4", [p for _, p in links], loss=1.0, severity="critical"),
+            asymmetry(4, "lf-g1-r4", [p for _, p in links], loss=1.0),
+            straggler(4),
+            outage("lf-g1-r4", "swp70"),
+        ]
+    )
+    assert inc.key == "switch:sp-r4-1" and inc.rule == "link_outage"
+    assert len(inc.symptoms) == 6
+    # at 512 GPUs the one spine of rail 4 carries all of lf-g1-r4's uplinks: the jobs must checkpoint,
+    # and no host lost its only path (its leaf is up), so nothing is drained
+    assert inc.action == "checkpoint" and inc.severity == "critical"
+    assert not inc.needs_review
+
+
+def test_the_flapping_nic_cable_is_one_incident_that_drains_its_host() -> None:
+    inc = one([outage("lf-g1-r1", "swp2"), flapping("lf-g1-r1", "swp2")])
+    assert inc.key == "link:lf-g1-r1:swp2"
+    assert (inc.action, inc.action_hosts) == ("drain", ("srv-g1-002",))
+    only_flaps = one([flapping("lf-g1-r1", "swp2")])
+    assert only_flaps.fingerprint == inc.fingerprint and only_flaps.action == "drain"
+
+
+def test_a_server_link_down_for_less_than_the_fatal_outage_is_pending() -> None:
+    inc = one([outage("lf-g1-r1", "swp2", down_for=2.0, critical=False)])
+    assert inc.pending and inc.action == "observe"
+    fatal = one([outage("lf-g1-r1", "swp2")])
+    assert not fatal.pending and (fatal.action, fatal.action_hosts) == ("drain", ("srv-g1-002",))
+    back = one([outage("lf-g1-r1", "swp2", down_now=False, critical=False)])
+    assert not back.pending and back.action == "observe"
+
+
+def test_a_cable_swap_is_one_incident_draining_its_server() -> None:
+    inc = one(
+        [
+            miswire("srv-g1-003", 3, actual="lf-g1-r6", expected="lf-g1-r3"),
+            miswire("srv-g1-003", 6, actual="lf-g1-r3", expected="lf-g1-r6"),
+            straggler(3),
+        ]
+    )
+    assert inc.kind == "miswire" and inc.key == "miswire:srv-g1-003"
+    assert (inc.action, inc.action_hosts) == ("drain", ("srv-g1-003",))
+
+
+def test_a_pfc_storm_takes_the_paused_leafs_ecmp_imbalance_and_checkpoints_the_jobs_behind_it() -> None:
+    inc = one([pfc("lf-g1-r2", "swp65"), ecmp("lf-g1-r2")])
+    assert inc.rule == "pfc_storm" and [f.rule for f in inc.symptoms] == ["ecmp_imbalance"]
+    assert inc.action == "checkpoint"
+    assert set(inc.action_hosts) == FABRIC.servers_on("lf-g1-r2")
+
+
+def test_two_faults_on_different_rails_stay_two_incidents() -> None:
+    incidents = decided(
+        [
+            outage("lf-g1-r3", "swp65"),
+            drift("lf-g1-r3", ["swp65"]),
+            asymmetry(3, "lf-g1-r3", ["swp65"]),
+            outage("lf-g1-r1", "swp2"),
+            flapping("lf-g1-r1", "swp2"),
+        ]
+    )
+    assert sorted(i.key for i in incidents) == ["link:lf-g1-r1:swp2", "link:lf-g1-r3:swp65"]
+
+
+def test_two_faults_on_one_rail_do_not_merge_through_a_shared_symptom() -> None:
+    incidents = decided(
+        [
+            outage("lf-g1-r3", "swp65"),
+            outage("lf-g1-r3", "swp2"),
+            asymmetry(3, "lf-g1-r3", ["swp65"]),
+        ]
+    )
+    assert len(incidents) == 2
+    by_key = {i.key: i for i in incidents}
+    assert [f.rule for f in by_key["link:lf-g1-r3:swp65"].symptoms] == ["rail_capacity_asymmetry"]
+    assert by_key["link:lf-g1-r3:swp2"].action == "drain"
+
+
+# --- monitoring failure is not fabric failure ---------------------------------------------------
+
+
+def test_a_silent_collector_is_one_collection_incident_that_never_drains() -> None:
+    everything = [stale(s) for s in FABRIC.switches]
+    obs = Observation(frozenset(FABRIC.switches), ("collector h:1 silent for 42 s",), known=True)
+    inc = one(everything, obs=obs)
+    assert inc.kind == "collection" and inc.rule == "collection"
+    assert (inc.action, inc.action_hosts, inc.severity) == ("observe", (), "critical")
+    assert len(inc.symptoms) == len(FABRIC.switches)
+
+
+def test_without_heartbeats_half_the_fabric_silent_at_once_is_our_collection() -> None:
+    half = [stale(s) for s in sorted(FABRIC.switches)[:10]]
+    assert one(half).kind == "collection"
+    few = decided([stale("sp-r1-1"), stale("sp-r2-1")])
+    assert {i.kind for i in few} == {"switch"}
+
+
+def test_a_switch_silent_while_its_collector_reports_is_the_switch() -> None:
+    obs = Observation(frozenset(), (), known=True)
+    up = one([stale("lf-g1-r2", peer_links_up=64, peer_links_down=0)], obs=obs)
+    assert up.kind == "switch" and up.action == "observe" and not up.needs_review
+    unknown = one([stale("lf-g1-r2", peer_links_up=0, peer_links_down=0, peer_links_unknown=64)], obs=obs)
+    assert unknown.action == "observe" and unknown.needs_review
+
+
+def test_a_lost_leaf_trips_the_circuit_breaker() -> None:
+    obs = Observation(frozenset(), (), known=True)
+    inc = one([stale("lf-g1-r2", peer_links_up=0, peer_links_down=64)], obs=obs)
+    assert len(inc.action_hosts) == 64
+    assert (inc.action, inc.needs_review, inc.severity) == ("observe", True, "critical")
+    assert "circuit breaker" in inc.reason
+    permissive = ActionPolicy(max_drain_hosts=100, max_drain_fraction=1.0)
+    assert one([stale("lf-g1-r2", peer_links_up=0, peer_links_down=64)], obs=obs, policy=permissive).action == "drain"
+
+
+@pytest.mark.parametrize(
+    ("servers", "policy", "limit"),
+    [
+        (64, ActionPolicy(), 1),  # 1 % of 64 is under one host: one host may still be drained
+        (2048, ActionPolicy(), 8),  # 16K GPUs: 1 % is 20, the host cap of 8 binds
+        (400, ActionPolicy(), 4),
+        (2048, ActionPolicy(max_drain_hosts=0), 0),  # never drain
+    ],
+)
+def test_drain_limit(servers: int, policy: ActionPolicy, limit: int) -> None:
+    assert policy.drain_limit(servers) == limit
+
+
+# --- properties ----------------------------------------------------------------------------------
+
+POOL = [
+    outage("lf-g1-r3", "swp65"),
+    drift("lf-g1-r3", ["swp65"]),
+    asymmetry(3, "lf-g1-r3", ["swp65"]),
+    outage("lf-g1-r1", "swp2"),
+    flapping("lf-g1-r1", "swp2"),
+    pfc("lf-g1-r2", "swp65"),
+    ecmp("lf-g1-r2"),
+    miswire("srv-g1-003", 3, actual="lf-g1-r6", expected="lf-g1-r3"),
+    miswire("srv-g1-003", 6, actual="lf-g1-r3", expected="lf-g1-r6"),
+    stale("sp-r4-1"),
+    switch_flapping("sp-r4-1"),
+    straggler(4),
+    straggler(7),
+    drift("lf-g1-r8", ["swp100"]),
+    stale("lf-g1-r5", peer_links_up=0, peer_links_down=64),
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(POOL), max_size=len(POOL)), st.randoms(use_true_random=False))
+def test_every_finding_lands_in_exactly_one_incident_whatever_the_order(
+    findings: list[Finding], rnd: random.Random
+) -> None:
+    a = decided(findings)
+    shuffled = list(findings)
+    rnd.shuffle(shuffled)
+    b = decided(shuffled)
+    members = [f.fingerprint for i in a for f in i.findings]
+    assert sorted(members) == sorted({f.fingerprint for f in findings})
+    assert {(i.key, i.rule, i.action, frozenset(f.fingerprint for f in i.findings)) for i in a} == {
+        (i.key, i.rule, i.action, frozenset(f.fingerprint for f in i.findings)) for i in b
+    }
+    limit = ActionPolicy().drain_limit(len(FABRIC.servers))
+    for i in a:
+        assert i.action != "drain" or len(i.action_hosts) <= limit
+        assert (i.severity == "critical") == (i.action != "observe" or i.needs_review) or i.kind == "collection"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sets(st.sampled_from(sorted(FABRIC.switches)), min_size=1))
+def test_nothing_fabricmon_cannot_observe_is_ever_drained_or_checkpointed(silent: set[str]) -> None:
+    obs = Observation(frozenset(silent), ("collector silent",), known=True)
+    for inc in decided([stale(s, peer_links_up=0, peer_links_down=64) for s in sorted(silent)], obs=obs):
+        assert inc.kind == "collection" and inc.action == "observe" and not inc.action_hosts
+
+
+def test_a_16k_leaf_loss_never_drains_more_than_eight_hosts() -> None:
+    f = Finding(
+        "stale_switch", "lf-g3-r5", "critical", "silent", blast_radius(BIG, switches=["lf-g3-r5"]),
+        {"peer_links_up": 0, "peer_links_down": 64},
+    )  # fmt: skip
+    inc = decide(correlate([f], BIG, Observation(known=True))[0], BIG)
+    assert inc.action == "observe" and inc.needs_review and len(inc.action_hosts) == 64
+
+
+def test_many_links_of_one_switch_down_at_once_are_the_switch_before_anything_names_it() -> None:
+    links = [outage("lf-g1-r4", f"swp{i}", critical=False, down_for=2.0) for i in range(65, 129)]
+    inc = one(links)
+    assert inc.key == "switch:sp-r4-1" and inc.root_cause["switch"] == "sp-r4-1"
+    assert inc.action == "checkpoint"  # all of lf-g1-r4's uplinks: the rail's cross-leaf traffic stops
+    three = decided(links[:3])
+    assert len(three) == 3
+
+
+@pytest.mark.parametrize(("loss", "action"), [(0.05, "checkpoint"), (0.049, "observe"), (float("nan"), "observe")])
+def test_the_efficiency_model_decides_capacity_incidents(loss: float, action: str) -> None:
+    assert one([drift("lf-g1-r8", ["swp100"], loss=loss)]).action == action
