@@ -11,12 +11,39 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from analyzer.config import ThresholdsConfig
 from analyzer.findings import Finding
 from fabric.model import Fabric
 from store.db import Connection
+
+if TYPE_CHECKING:  # the checks' own result types; they import this module
+    from analyzer.flaps import FlapWindow
+    from analyzer.oversubscription import Ratio
+    from analyzer.rails import RailCapacity
+    from analyzer.snapshot import Snapshot
+
+
+@dataclass(slots=True)
+class RoundResults:
+    """What one evaluation's checks computed on the way, shared with each other (the port snapshot,
+    the flap window) and with the report and the service (ratios, rail capacities and loads)."""
+
+    #: Every port's latest window (analyzer.snapshot), read once per evaluation.
+    ports: Snapshot | None = None
+    #: The flap events of the stability window (analyzer.flaps); outages use it too.
+    flaps: FlapWindow | None = None
+    #: Live down:up ratios per switch and their roll-ups (analyzer.oversubscription).
+    ratios: list[Ratio] = field(default_factory=list)
+    #: Per rail: its bottleneck's live capacity (analyzer.rails).
+    rail_capacity: list[RailCapacity] = field(default_factory=list)
+    #: Per rail: its GPUs' traffic, Gbit/s (analyzer.rails).
+    rail_load: dict[int, float] = field(default_factory=dict)
+    #: Checks that broke this round, as "check: error".
+    errors: list[str] = field(default_factory=list)
+    #: Seconds each check took.
+    check_seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +57,8 @@ class CheckContext:
     collect_interval_s: float
     #: How far back "the latest window" reaches for rates (a few sampling intervals).
     window_s: float
-    #: Results shared between checks of one evaluation (e.g. the port snapshot), keyed by name.
-    memo: dict[str, Any] = field(default_factory=dict)
+    #: What the checks computed on the way (typed: no string keys between modules).
+    results: RoundResults = field(default_factory=RoundResults)
 
     @property
     def since(self) -> datetime:

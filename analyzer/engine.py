@@ -11,11 +11,11 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from analyzer.cabling import check_cabling
 from analyzer.config import AnalyzerConfig
-from analyzer.context import Check, CheckContext
+from analyzer.context import Check, CheckContext, RoundResults
 from analyzer.findings import SEVERITY_ORDER, Finding
 from analyzer.oversubscription import check_oversubscription
 from analyzer.pfc import check_pfc_storms
@@ -69,20 +69,14 @@ class Evaluation:
     at: datetime
     findings: dict[str, list[Finding]]
     duration_s: float
-    memo: dict[str, Any] = field(default_factory=dict)
+    #: What the checks computed on the way (ratios, rail capacities and loads, errors, timings).
+    results: RoundResults = field(default_factory=RoundResults)
     #: Rules whose checks ran to the end this round (alerts of other rules are left as they are).
     evaluated_rules: frozenset[str] = frozenset()
 
     @property
     def all_findings(self) -> list[Finding]:
         return [f for fs in self.findings.values() for f in fs]
-
-    @property
-    def status(self) -> Status:
-        return status_of(self.all_findings)
-
-    def check_status(self, name: str) -> Status:
-        return status_of(self.findings.get(name, []))
 
 
 def context_for(fabric: Fabric, config: AnalyzerConfig, now: datetime, collect_interval_s: float) -> CheckContext:
@@ -92,7 +86,7 @@ def context_for(fabric: Fabric, config: AnalyzerConfig, now: datetime, collect_i
 
 
 async def evaluate(conn: Connection, ctx: CheckContext) -> Evaluation:
-    """Run every check. A check that breaks is logged and listed in ``memo["errors"]``; the others
+    """Run every check. A check that breaks is logged and listed in ``results.errors``; the others
     still run (one bug must not blind the rest). Losing the database ends the evaluation."""
     started = time.perf_counter()
     # The port snapshot groups ~82K ports at 16K GPUs: enough memory lets it hash instead of
@@ -102,9 +96,9 @@ async def evaluate(conn: Connection, ctx: CheckContext) -> Evaluation:
     # collectors need: one backend per evaluation.
     await conn.execute("SET max_parallel_workers_per_gather = 0")
     results: dict[str, list[Finding]] = {}
-    errors: list[str] = ctx.memo.setdefault("errors", [])
+    errors = ctx.results.errors
     evaluated: set[str] = set()
-    timings: dict[str, float] = ctx.memo.setdefault("check_seconds", {})
+    timings = ctx.results.check_seconds
     for name, checks in CHECKS.items():
         found: list[Finding] = []
         for check in checks:
@@ -120,4 +114,4 @@ async def evaluate(conn: Connection, ctx: CheckContext) -> Evaluation:
             finally:
                 timings[check.__name__] = round(time.perf_counter() - t0, 4)
         results[name] = found
-    return Evaluation(ctx.now, results, time.perf_counter() - started, ctx.memo, frozenset(evaluated))
+    return Evaluation(ctx.now, results, time.perf_counter() - started, ctx.results, frozenset(evaluated))

@@ -150,16 +150,15 @@ class FlapWindow:
 
 async def read_flaps(conn: Connection, ctx: CheckContext) -> FlapWindow:
     """The window's flap events, tallied and correlated (memoized for the evaluation: outages use it too)."""
-    cached = ctx.memo.get("stability.flaps")
-    if isinstance(cached, FlapWindow):
-        return cached
+    if ctx.results.flaps is not None:
+        return ctx.results.flaps
     th = ctx.thresholds
     rows = await conn.fetch(_SQL, ctx.now - timedelta(seconds=th.flap_window_s), ctx.now)
     events: list[FlapEvent] = [(r["switch"], r["port"], r["time"], int(r["n"])) for r in rows]
     spread = max(th.switch_flap_spread_s, ctx.collect_interval_s)
     bursts = switch_bursts(ctx.fabric, events, spread, th.switch_flap_min_ports, th.switch_flap_port_share)
     window = FlapWindow(events, tally_flaps(ctx.fabric, events), bursts, spread)
-    ctx.memo["stability.flaps"] = window
+    ctx.results.flaps = window
     return window
 
 

@@ -121,7 +121,7 @@ async def check_oversubscription(conn: Connection, ctx: CheckContext) -> list[Fi
     """One finding per switch whose live ratio exceeds design by more than the tolerance."""
     snap = await port_snapshot(conn, ctx)
     ratios = switch_ratios(ctx.fabric, snap)
-    ctx.memo["oversubscription"] = [*ratios, *rollups(ctx.fabric, ratios)]
+    ctx.results.ratios = [*ratios, *rollups(ctx.fabric, ratios)]
     t = ctx.thresholds
     per_gpu_gbyte_s = ctx.fabric.params.speed_gbps / 8
     findings: list[Finding] = []

@@ -90,7 +90,7 @@ def rail_capacities(fabric: Fabric, snap: Snapshot) -> list[RailCapacity]:
 async def check_rail_capacity(conn: Connection, ctx: CheckContext) -> list[Finding]:
     """``rail_capacity_asymmetry`` for each rail whose bottleneck is below design."""
     caps = rail_capacities(ctx.fabric, await port_snapshot(conn, ctx))
-    ctx.memo["rail_capacity"] = caps
+    ctx.results.rail_capacity = caps
     if not caps:
         return []
     best = max(c.bottleneck_fraction for c in caps)
@@ -149,7 +149,7 @@ def rail_loads(fabric: Fabric, snap: Snapshot) -> dict[int, float]:
 async def check_rail_load(conn: Connection, ctx: CheckContext) -> list[Finding]:
     """``rail_load_straggler`` for a rail well below the median rail while traffic flows."""
     loads = rail_loads(ctx.fabric, await port_snapshot(conn, ctx))
-    ctx.memo["rail_load"] = loads
+    ctx.results.rail_load = loads
     if len(loads) < 2 or min(loads.values(), default=0) < 0:
         return []
     median = statistics.median(loads.values())

@@ -10,7 +10,6 @@ from analyzer.engine import Evaluation
 from analyzer.findings import Finding
 from analyzer.objectives import Objective
 from analyzer.oversubscription import Ratio
-from analyzer.rails import RailCapacity
 from analyzer.verdict import OpenIncident, check_statuses, status_of
 
 
@@ -45,11 +44,11 @@ def build_report(
     """The whole verdict of one evaluation: statuses from the open ``incidents`` (analyzer.verdict),
     every finding still listed under its check."""
     statuses = check_statuses(incidents)
-    ratios: list[Ratio] = ev.memo.get("oversubscription", [])
+    ratios = ev.results.ratios
     switch_ratios = [r for r in ratios if r.scope == "switch"]
     worst = sorted(switch_ratios, key=lambda r: -r.ratio if r.up_gbps else float("-inf"))[:10]
-    caps: list[RailCapacity] = ev.memo.get("rail_capacity", [])
-    loads: dict[int, float] = ev.memo.get("rail_load", {})
+    caps = ev.results.rail_capacity
+    loads = ev.results.rail_load
     best = max((c.bottleneck_fraction for c in caps), default=1.0)
     return {
         "status": status_of(incidents),
@@ -79,7 +78,7 @@ def build_report(
         },
         "slo": [o.as_dict() for o in objectives],
         "jobs": jobs,
-        "errors": ev.memo.get("errors", []),
+        "errors": ev.results.errors,
     }
 
 

@@ -24,7 +24,6 @@ from analyzer.incidents import Incident, correlate, hold_unconfirmed
 from analyzer.jobs import Job, job_health, load_jobs
 from analyzer.objectives import Objective, evaluate_objectives
 from analyzer.observe import CollectionMemory, observe
-from analyzer.oversubscription import Ratio
 from analyzer.payloads import AlertRow, dumps
 from analyzer.report import build_report
 from analyzer.verdict import open_incidents
@@ -106,7 +105,7 @@ async def assess(
 
 async def store_run(conn: Connection, ev: Evaluation, report: dict[str, Any]) -> None:
     """Keep the oversubscription series and the run's verdict."""
-    ratios: list[Ratio] = ev.memo.get("oversubscription", [])
+    ratios = ev.results.ratios
     rows = [
         (ev.at, r.scope, r.name, r.down_gbps, r.up_gbps, None if r.up_gbps == 0 else r.ratio, r.design_ratio)
         for r in ratios

@@ -80,16 +80,15 @@ Snapshot = dict[tuple[str, str], PortNow]
 
 async def port_snapshot(conn: Connection, ctx: CheckContext) -> Snapshot:
     """Every port seen in the window (memoized for the evaluation)."""
-    cached: Snapshot | None = ctx.memo.get("ports")
-    if cached is not None:
-        return cached
+    if ctx.results.ports is not None:
+        return ctx.results.ports
     rows = await conn.fetch(_SQL, ctx.now - timedelta(seconds=SNAPSHOT_INTERVALS * ctx.collect_interval_s))
     snap: Snapshot = {(r["switch"], r["port"]): _port_now(r) for r in rows}
     if late := incomplete_switches(ctx.fabric, snap):
         reach = timedelta(seconds=ctx.thresholds.stale_intervals * ctx.collect_interval_s)
         for r in await conn.fetch(_LATE_SQL, late, ctx.now - reach):
             snap.setdefault((r["switch"], r["port"]), _port_now(r))
-    ctx.memo["ports"] = snap
+    ctx.results.ports = snap
     return snap
 
 

@@ -79,7 +79,7 @@ async def run(dsn: str) -> dict[str, Any]:
             "evaluate_s": [round(x, 3) for x in runs],
             "evaluate_best_s": round(min(runs), 3),
             "assess_s": round(full, 3),
-            "check_seconds": ev.memo.get("check_seconds", {}),
+            "check_seconds": ev.results.check_seconds,
             "findings": sorted({f"{f.rule}:{f.key}" for f in ev.all_findings}),
             "goal_s": 1.0,
         }

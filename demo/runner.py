@@ -262,6 +262,8 @@ async def _play(step: Step, sim: RunningSim, analyzer: AnalyzerService, receiver
     if step.story:
         say(f"    {step.story}")
     fp = res.fingerprint = incident["fingerprint"]
+    seen: set[str] = set()
+    watcher = asyncio.create_task(_members(analyzer, fp, seen))
     fired = await receiver.wait_for("alert.firing", fp, opts.timeout_s - (time.monotonic() - t0))
     if fired is not None:
         res.webhook_s = fired.at - t0
@@ -274,8 +276,9 @@ async def _play(step: Step, sim: RunningSim, analyzer: AnalyzerService, receiver
         res.resolved_s = time.monotonic() - t1
         alert = resolved.body.get("alert", {})
         res.incident, res.rule = str(alert.get("id")), alert.get("rule")
-        res.symptoms = sorted({str(x.get("rule")) for x in alert.get("symptoms", [])})
         say(f"  ✓ cleared; incident resolved {res.resolved_s:.1f} s later")
+    watcher.cancel()
+    res.symptoms = sorted({r for r in seen if r != res.rule})
     await _wait(lambda: _healthy(analyzer) or time.monotonic() - t1 > opts.timeout_s, opts.timeout_s + 5,
                 "healthy fabric")  # fmt: skip
     mine = [d for d in receiver.deliveries if d.body.get("alert", {}).get("fingerprint") == fp]
@@ -311,6 +314,15 @@ async def _linger(stop: asyncio.Event, until: float | None, say: Say) -> None:
         return
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), max(0.0, until - time.monotonic()))
+
+
+async def _members(analyzer: AnalyzerService, fingerprint: str, into: set[str]) -> None:
+    """Collect the rules an incident held while it was open (its symptoms come and go)."""
+    while True:
+        for inc in (analyzer.last_report or {}).get("incidents", []):
+            if inc["fingerprint"] == fingerprint:
+                into.update(inc.get("rules", []))
+        await asyncio.sleep(0.25)
 
 
 def _strays(receiver: Receiver, result: DemoResult) -> list[str]:

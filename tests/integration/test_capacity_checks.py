@@ -11,7 +11,7 @@ import pytest
 
 from analyzer.cabling import check_cabling
 from analyzer.config import ThresholdsConfig
-from analyzer.context import CheckContext
+from analyzer.context import CheckContext, RoundResults
 from analyzer.engine import CHECKS as HEALTH_CHECKS
 from analyzer.engine import RULES_OF
 from analyzer.findings import Finding
@@ -44,7 +44,7 @@ class Lab:
     pool: Pool
     state: FabricState
     clock: list[int]
-    memo: dict[str, Any] = field(default_factory=dict)
+    results: RoundResults = field(default_factory=RoundResults)
 
     async def run(
         self, steps: int = 3, *, late_s: float = 0.0, unreported: Sequence[tuple[str, str | None]] = ()
@@ -68,7 +68,7 @@ class Lab:
                 )
             for check in CHECKS:
                 found += await check(conn, ctx)
-        self.memo = ctx.memo
+        self.results = ctx.results
         return found
 
     def apply(self, fault: dict[str, Any]) -> Any:
@@ -117,7 +117,7 @@ async def test_uplink_down_is_drift_on_that_leaf_and_rail_asymmetry(lab: Lab) ->
 async def test_a_lost_uplink_shows_in_its_rail_and_fabric_roll_ups(lab: Lab) -> None:
     lab.apply({"kind": "link_down", "switch": "lf-g1-r3"})
     await lab.run()
-    ratios: list[Ratio] = lab.memo["oversubscription"]
+    ratios: list[Ratio] = lab.results.ratios
     up = {r.name: r for r in ratios if r.scope != "switch"}
     # One group: rail 3 is lf-g1-r3 (64 down, 63 up) over sp-r3-1, which lost a downlink instead.
     assert up["rail-3"].ratio == pytest.approx(64 / 63) and up["rail-3/leaf"].ratio == pytest.approx(64 / 63)

@@ -42,8 +42,16 @@ def test_the_tour_finds_every_fault_and_announces_it(pg_store: EmbeddedStore, tm
     for s in steps:
         assert s["found_s"] < 30 and s["gpus"] > 0, s
         assert s["jobs"] == ["llm-70b-pretrain"], s  # every tour fault is under the example job
+    # one incident per fault: one firing (plus at most one escalation) and one resolved delivery,
+    # every delivery about it with the same action, and nothing else sent
+    assert all(s["clean"] and s["resolved"] == 1 and 1 <= s["firing"] <= 2 for s in steps), steps
+    assert report["unexpected_alerts"] == []
     deliveries = report["deliveries"]
-    assert isinstance(deliveries, int) and deliveries >= 12  # a signed firing and resolved delivery per fault
+    assert isinstance(deliveries, int) and 12 <= deliveries <= 18
+    actions = {s["title"]: s["actions"][0] for s in steps}
+    assert actions["a flapping cable under the job"] == actions["a miswired cable"] == "drain"
+    assert actions["a leaf uplink goes down"] == actions["an uplink falls back to 200G"] == "observe"
+    assert actions["a PFC pause storm"] == "checkpoint"
 
 
 @pytest.mark.slow  # ~1 min of watching a healthy fabric (make test-slow)

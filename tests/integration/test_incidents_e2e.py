@@ -219,3 +219,23 @@ async def test_a_clean_five_minute_run_sends_nothing(fresh_db: str, tmp_path: Pa
             assert got.items == [], [(g["event"], g["alert"]["summary"]) for g in got.items]
             await asyncio.sleep(5)
         assert got.items == [] and service.rounds > 100
+
+
+async def test_a_lost_leaf_is_never_drained_a_person_decides(fresh_db: str, tmp_path: Path) -> None:
+    """A leaf gone (rebooting, silent, its spines see its uplinks down): its 32 servers lost their
+    rail-2 path, more than the circuit breaker lets one incident drain (one host on this 64-server
+    fabric): observe, needs_review, critical, and the hosts it would drain listed for the person."""
+    async with receiver() as (url, got), lab(fresh_db, tmp_path, webhook=url) as lb, analyzing(lb) as service:
+        assert lb.sim.state is not None and lb.sim.fabric is not None
+        await until(lambda: service.rounds > 6, 30, "the analyzer past its warm-up")
+        fault = lb.sim.state.apply({"kind": "reboot", "switch": "lf-g1-r2", "boot_s": 30})
+        await until(lambda: any(g["needs_review"] for g in got.items), 40, "an incident that needs review")
+        lb.sim.state.clear(fault.id)
+        about = [g for g in got.items if g["alert"]["root_cause"].get("switch") == "lf-g1-r2"]
+        assert about and not [g for g in got.items if g["recommended_action"] == "drain"], [
+            (g["alert"]["rule"], g["recommended_action"]) for g in got.items
+        ]
+        review = next(g for g in about if g["needs_review"])
+        assert review["recommended_action"] == "observe" and review["alert"]["severity"] == "critical"
+        assert set(review["action_hosts"]) == lb.sim.fabric.servers_on("lf-g1-r2")
+        assert "circuit breaker" in (review["alert"]["reason"] or "")
