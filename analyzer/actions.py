@@ -204,6 +204,11 @@ def _link(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdict:
         if outage.severity == "critical":
             return _Verdict("drain", (host,), f"{host} lost its only path on the rail (its NIC link is down)")
         return _Verdict("observe", (host,), "a server link down for less than the fatal outage", pending=True)
+    if outage is not None and _number(outage.details.get("longest_completed_s")) >= _number(
+        outage.details.get("fatal_outage_s", math.inf)
+    ):
+        # up again, but it was down long enough to kill the job on it: the same drain whenever we look
+        return _Verdict("drain", (host,), f"{host}'s NIC link was down past the fatal outage; up again")
     errors = next((f for f in incident.findings if f.rule == "error_rate"), None)
     if errors is not None and errors.severity == "critical":
         return _Verdict("checkpoint", (host,), f"{host}'s link corrupts frames at a critical rate")
@@ -234,14 +239,17 @@ def _switch(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdic
         if links_down is None:
             why = f"{name} is silent and its peers cannot tell whether it forwards"
             return _Verdict("observe", (), why, review=True)
-        if dead:  # silent, and its spines see its uplinks down: the leaf is gone with its servers' rail
+        ups = {link_end(fabric, name, p.name) for p in fabric.ports(name) if p.peer is not None and p.direction == "up"}
+        if dead or (ups and ups <= links_down):
+            # silent with its spines seeing its uplinks down, or every uplink down: the leaf is gone
+            # with its servers' path on the rail
             hosts = sorted(fabric.servers_on(name))
         else:
             hosts = sorted(h for s, p in links_down if (h := host_of(fabric, s, p)) is not None)
         if hosts:
             return _Verdict("drain", tuple(hosts), f"{len(hosts)} hosts lost their only path on rail {sw.rail}")
-        ups = sum(1 for s, p in links_down if host_of(fabric, s, p) is None)
-        return _by_loss(incident, policy, max(_loss(incident.findings), uplink_loss(fabric, name, ups)))
+        lost = sum(1 for s, p in links_down if host_of(fabric, s, p) is None)
+        return _by_loss(incident, policy, max(_loss(incident.findings), uplink_loss(fabric, name, lost)))
     if links_down is None:
         return _Verdict("observe", (), f"{name} is silent and nothing shows whether it forwards", review=True)
     loss = 0.0
@@ -279,7 +287,11 @@ def _links_down(incident: Incident, fabric: Fabric, name: str) -> tuple[set[tupl
                 told = dead = True
             elif d.get("peer_links_up"):
                 told = True
-        elif f.rule in ("switch_flapping", "link_flapping"):
+        elif f.rule == "link_flapping":
+            s, p = f.key.split(":", 1)
+            down.add(link_end(fabric, s, p))  # a flapping cable is no path NCCL can use
+            told = True
+        elif f.rule == "switch_flapping":
             told = True
     silent = any(f.rule == "stale_switch" for f in incident.findings)
     if silent and not told:
@@ -297,6 +309,39 @@ async def affected_jobs(conn: Connection, servers: Sequence[str]) -> list[Affect
         list(servers),
     )
     return [AffectedJob(id=r["id"], affected_hosts=list(r["hit"])) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """An open incident's action as receivers were told it, merged with this round's decision."""
+
+    action: str
+    hosts: tuple[str, ...]
+    needs_review: bool
+
+
+def merge_decision(stored: Held, now: Held, drain_limit: int | None = None) -> Held:
+    """What an open incident holds after this round.
+
+    Actions only rise while it is open: a drain is not withdrawn. Drain hosts are the union of
+    every round's (a drained host stays drained until the incident resolves); a drain that follows
+    a checkpoint takes its own hosts, never the checkpoint's. The circuit breaker is applied again
+    to the union, and it always wins: once review is needed the action is ``observe`` with the
+    hosts a person should look at.
+    """
+    review = stored.needs_review or now.needs_review
+    if review:
+        return Held("observe", tuple(sorted(set(stored.hosts) | set(now.hosts))), True)
+    action = stronger(stored.action, now.action)
+    if action == "drain":
+        hosts = set(now.hosts if now.action == "drain" else ()) | set(stored.hosts if stored.action == "drain" else ())
+        if drain_limit is not None and len(hosts) > drain_limit:
+            return Held("observe", tuple(sorted(hosts)), True)
+        return Held("drain", tuple(sorted(hosts)), False)
+    if action == stored.action and action != now.action:
+        return Held(action, stored.hosts, False)
+    kept = set(stored.hosts) if action == stored.action else set()
+    return Held(action, tuple(sorted(set(now.hosts) | kept)), False)
 
 
 def stronger(a: str, b: str) -> str:

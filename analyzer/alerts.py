@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from analyzer.actions import ACTION_ORDER, Action, affected_jobs, stronger, worse
+from analyzer.actions import ACTION_ORDER, Action, Held, affected_jobs, merge_decision, stronger, worse
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.findings import SEVERITY_ORDER
 from analyzer.incidents import Incident
@@ -110,11 +110,15 @@ async def sync_alerts(
     webhooks: Sequence[WebhookConfig],
     settings: AlertsConfig | None = None,
     evaluated_rules: Collection[str] | None = None,
+    unobserved: Collection[str] = (),
+    drain_limit: int | None = None,
 ) -> SyncResult:
     """Apply one evaluation's decided incidents to the stored alerts (see the module docstring).
 
     ``settings`` supplies the external URL (its ``webhooks`` are not used: ``webhooks`` is).
-    Runs in one transaction.
+    ``unobserved``: switches fabricmon cannot see now; an incident rooted on one is not resolved
+    (its fault may well be there still). ``drain_limit``: the circuit breaker's host limit, applied
+    again to what an open incident's drains add up to. Runs in one transaction.
     """
     if now.tzinfo is None:
         raise AlertInputError("now must be timezone-aware")
@@ -141,19 +145,21 @@ async def sync_alerts(
 
         present = [(firing[fp], current[fp]) for fp in current if fp in firing]
         escalated = 0
-        for alert, event in await _update(conn, present, now):
+        for alert, event in await _update(conn, present, now, drain_limit):
             await _timeline(conn, alert, event)
             if event == "escalated":
                 escalated += 1
                 await sync.send(alert, "alert.firing")
 
         cutoff = now - timedelta(seconds=hold_down_s)
+        blind = frozenset(unobserved)
         gone = [
             r["id"]
             for fp, r in firing.items()
             if fp not in current
             and (evaluated_rules is None or r["rule"] in evaluated_rules)
             and r["last_seen_at"] <= cutoff
+            and not _root_unseen(r, blind)
         ]
         resolved = await conn.fetch(
             """UPDATE alerts SET state = 'resolved', ended_at = $2
@@ -235,7 +241,7 @@ async def _fire(conn: Connection, inc: Incident, now: datetime) -> AlertRow | No
 
 
 async def _update(
-    conn: Connection, present: Sequence[tuple[Record, Incident]], now: datetime
+    conn: Connection, present: Sequence[tuple[Record, Incident]], now: datetime, drain_limit: int | None
 ) -> list[tuple[AlertRow, str]]:
     """Refresh still-present incidents in one statement; returns the ones that escalated or changed."""
     if not present:
@@ -245,10 +251,14 @@ async def _update(
     cols: dict[str, list[Any]] = {k: [] for k in keys}
     events: dict[int, str] = {}
     for rec, inc in present:
-        review = bool(rec["needs_review"]) or inc.needs_review
-        action = "observe" if review else stronger(rec["recommended_action"] or "observe", inc.action)
+        stored = Held(rec["recommended_action"] or "observe", tuple(rec["action_hosts"] or ()), rec["needs_review"])
+        held = merge_decision(stored, Held(inc.action, inc.action_hosts, inc.needs_review), drain_limit)
+        review, action, hosts = held.needs_review, held.action, list(held.hosts)
         severity = worse(rec["severity"], inc.severity)
-        hosts = sorted(set(rec["action_hosts"] or ()) | set(inc.action_hosts))
+        reason = inc.reason
+        if review and not inc.needs_review:
+            severity = "critical"
+            reason = f"circuit breaker: the drains of this incident add up to {len(hosts)} hosts; a person decides"
         told_sev = rec["notified_severity"] or rec["severity"]
         told_act = rec["notified_action"] or rec["recommended_action"] or "observe"
         rises = (
@@ -271,7 +281,7 @@ async def _update(
             ("action", action),
             ("hosts", _json(hosts)),
             ("review", review),
-            ("reason", inc.reason),
+            ("reason", reason),
             ("nsev", worse(severity, told_sev)),
             ("nact", action if review else stronger(action, told_act)),
             ("summary", f["summary"]),
@@ -322,6 +332,16 @@ async def incident_timeline(pool: Pool, alert_id: int) -> list[dict[str, Any]]:
         alert_id,
     )
     return [{**dict(r), "time": r["time"]} for r in rows]
+
+
+def _root_unseen(rec: Record, unobserved: frozenset[str]) -> bool:
+    """Whether an incident's root cause sits on a switch fabricmon cannot observe now (the
+    collection incident itself is about exactly that, and resolves as collection recovers)."""
+    if rec["rule"] == "collection" or not unobserved:
+        return False
+    root = rec["root_cause"]
+    switch = (json.loads(root) if isinstance(root, str | bytes) else dict(root or {})).get("switch")
+    return isinstance(switch, str) and switch in unobserved
 
 
 def _loaded(value: Any) -> list[dict[str, Any]]:

@@ -14,7 +14,9 @@ place (``key``)        root findings                               symptoms it c
 =====================  ==========================================  ============================
 ``collection``         fabricmon's own collection is broken: a     ``stale_switch`` and
                        collector silent, ingest behind, a spool    ``ports_unreported`` of the
-                       replaying (:mod:`analyzer.collection`), or  switches it cannot observe
+                       replaying (:mod:`analyzer.collection`),     switches it cannot observe
+                       switches silent that their collector still
+                       calls connected, or (no heartbeats at all)
                        half the fabric silent at once
 ``switch:NAME``        ``stale_switch``, ``switch_flapping``,      link findings on its links;
                        a switch-level ``link_outage``              drift, rail, ECMP findings on
@@ -33,7 +35,10 @@ A link incident whose link ends on a switch that has a switch incident joins tha
 (a rebooting spine's links). A symptom that several incidents could explain goes to one: the
 incident at its own place first, then a switch incident, a link, a miswire, a capacity
 incident; ties by key. Roots never merge through a shared symptom, so two faults on one rail
-stay two incidents. Severity and action are decided per incident by :mod:`analyzer.actions`.
+stay two incidents. Silence of switches whose collector is still starting or catching up is not
+judged at all. Severity and action are decided per incident by :mod:`analyzer.actions`;
+:func:`hold_unconfirmed` keeps incidents of symptoms only pending until their root had time to
+show.
 """
 
 from __future__ import annotations
@@ -232,9 +237,15 @@ class _Group:
     links: set[tuple[str, str]] = field(default_factory=set)
 
 
-def correlate(findings: Sequence[Finding], fabric: Fabric, observation: Observation | None = None) -> list[Incident]:
-    """Group ``findings`` into incidents (see the module docstring). Severity and action are not
-    set here: :func:`analyzer.actions.decide` does that for each."""
+def correlate(
+    findings: Sequence[Finding],
+    fabric: Fabric,
+    observation: Observation | None = None,
+    switch_links: int = SWITCH_LINKS,
+) -> list[Incident]:
+    """Group ``findings`` into incidents (see the module docstring). ``switch_links`` links of one
+    switch down or flapping at once are that switch (``thresholds.switch_flap_min_ports``).
+    Severity and action are not set here: :func:`analyzer.actions.decide` does that for each."""
     observation = observation or Observation()
     rest = _dedupe(findings)
     groups: list[_Group] = []
@@ -253,7 +264,7 @@ def correlate(findings: Sequence[Finding], fabric: Fabric, observation: Observat
             miswires.append(f)
         else:
             derived.append(f)
-    _gather_links(link_groups, switch_groups, fabric)
+    _gather_links(link_groups, switch_groups, fabric, switch_links)
     groups += [switch_groups[k] for k in sorted(switch_groups)]
     groups += [link_groups[k] for k in sorted(link_groups)]
     groups += _miswire_groups(miswires, fabric)
@@ -289,9 +300,11 @@ def _dedupe(findings: Sequence[Finding]) -> list[Finding]:
 
 def _collection(findings: list[Finding], fabric: Fabric, obs: Observation) -> tuple[_Group | None, list[Finding]]:
     """The ``collection`` incident: silence of switches fabricmon cannot observe is ours."""
-    findings = [f for f in findings if not (f.rule in SILENCE and f.key in obs.starting)]  # not judged yet
+    findings = [f for f in findings if not _blind(f, obs.starting)]  # not judged yet
     silent = [f for f in findings if f.rule in SILENCE]
     ours = [f for f in silent if f.key in obs.unobserved or _ours(f)]
+    # a link or capacity finding read from switches we cannot observe is stale data, not a fault
+    ours += [f for f in findings if f.rule not in SILENCE and _blind(f, obs.unobserved)]
     lagging = [f for f in ours if _ours(f) and f.key not in obs.unobserved]
     if not obs.known:
         stale = [f for f in silent if f.rule == "stale_switch"]
@@ -317,8 +330,18 @@ def _collection(findings: list[Finding], fabric: Fabric, obs: Observation) -> tu
 def _ours(f: Finding) -> bool:
     """A silent switch its collector still calls connected: the samples are late in our own
     pipeline (a busy poller, a wedged writer), not missing at the switch, which would have made the
-    collector call it stale, unreachable or in error."""
-    return f.rule == "stale_switch" and f.details.get("state") == "connected"
+    collector call it stale, unreachable or in error. Unless its peers see its links down: then
+    the switch is gone, whatever the collector's session says."""
+    d = f.details
+    gone = isinstance(d.get("peer_links_down"), int) and d["peer_links_down"] > 0 and not d.get("peer_links_up")
+    return f.rule == "stale_switch" and d.get("state") == "connected" and not gone
+
+
+def _blind(f: Finding, switches: frozenset[str]) -> bool:
+    """Whether everything ``f`` was read from is among ``switches`` (silence: the switch itself)."""
+    if f.rule in SILENCE:
+        return f.key in switches
+    return bool(f.scope.switches) and set(f.scope.switches) <= switches
 
 
 def _collection_finding(fabric: Fabric, obs: Observation, silent: list[Finding]) -> Finding:
@@ -399,7 +422,7 @@ def _add_link(f: Finding, fabric: Fabric, switches: dict[str, _Group], links: di
     g.findings.append(f)
 
 
-def _gather_links(links: dict[str, _Group], switches: dict[str, _Group], fabric: Fabric) -> None:
+def _gather_links(links: dict[str, _Group], switches: dict[str, _Group], fabric: Fabric, needed: int) -> None:
     """Many links of one switch down or flapping at once are that switch's fault, even before the
     flap correlation or the staleness check names it (a rebooting spine's first round)."""
     by_switch: dict[str, list[str]] = {}
@@ -419,7 +442,7 @@ def _gather_links(links: dict[str, _Group], switches: dict[str, _Group], fabric:
 
     for name, keys in sorted(by_switch.items(), key=rank):
         keys = [k for k in keys if k in links]
-        if len(keys) < SWITCH_LINKS:
+        if len(keys) < needed:
             continue
         key = f"switch:{name}"
         if key not in switches:
@@ -498,6 +521,8 @@ def _explainer(f: Finding, groups: list[_Group], fabric: Fabric) -> _Group | Non
             continue
         if links & g.links:
             rank = -1  # the very links it counts as lost
+        elif links and not (g.kind == "switch" and g.own & {s for e in links for s in _ends(fabric, e)}):
+            continue  # it names its lost links, and they are not this incident's
         elif touched & g.own:
             rank = 0
         elif touched & g.near:
@@ -510,6 +535,12 @@ def _explainer(f: Finding, groups: list[_Group], fabric: Fabric) -> _Group | Non
         if best is None or score < best:
             best, chosen = score, g
     return chosen
+
+
+def _ends(fabric: Fabric, end: tuple[str, str]) -> set[str]:
+    """The switches at both ends of the link named by ``end``."""
+    peer = fabric.peer(Endpoint(*end))
+    return {end[0]} | ({peer.node} if peer is not None and peer.node in fabric.switches else set())
 
 
 def _lost_links(f: Finding, fabric: Fabric) -> set[tuple[str, str]]:
@@ -547,17 +578,20 @@ def _root_rank(rule: str) -> int:
 def hold_unconfirmed(
     incidents: Sequence[Incident], first_seen: dict[str, datetime], now: datetime, confirm_s: float
 ) -> list[Incident]:
-    """Incidents made of symptoms only (a rail asymmetry, an ECMP imbalance no root explains) wait
-    ``confirm_s`` before they are sent: their root cause is often found a round or two later (a
-    PFC storm counts as one only once it has lasted), and it must take them in rather than leave a
-    second incident behind. ``first_seen`` (fingerprint -> time) is the caller's memory across
-    rounds; entries of incidents no longer present are dropped."""
+    """Incidents that ask nothing of a scheduler yet wait ``confirm_s`` before they are sent:
+    symptoms only (a rail asymmetry, an ECMP imbalance no root explains), and uplink or capacity
+    incidents whose action is ``observe``. Their root cause is often found a round or two later (a
+    PFC storm counts as one only once it has lasted; a rebooting spine shows as a few of its links
+    first), and it must take them in rather than leave a second incident behind. An incident whose
+    action is drain or checkpoint is never held. ``first_seen`` (fingerprint -> time) is the
+    caller's memory across rounds; entries of incidents no longer present are dropped."""
     present = {i.fingerprint for i in incidents}
     for fp in [fp for fp in first_seen if fp not in present]:
         del first_seen[fp]
     out: list[Incident] = []
     for inc in incidents:
-        if inc.kind == "other" and inc.root.rule in DERIVED:
+        quiet = inc.action == "observe" and not inc.needs_review
+        if quiet and ((inc.kind == "other" and inc.root.rule in DERIVED) or inc.kind in ("link", "capacity")):
             seen = first_seen.setdefault(inc.fingerprint, now)
             if (now - seen).total_seconds() < confirm_s:
                 inc = replace(inc, pending=True)

@@ -37,11 +37,14 @@ def job_health(
     """
     hosts = set(job.hosts)
     unknown = sorted(h for h in hosts if h not in fabric.servers)
-    touching = [o for o in incidents if not hosts.isdisjoint(o.servers)]
+    touching = [o for o in incidents if not o.pending and not hosts.isdisjoint(o.servers)]
     gpus = sum(fabric.servers[h].gpus for h in hosts if h in fabric.servers)
     loss = max((o.efficiency_loss for o in touching), default=0.0)
     rails = sorted({r for o in touching for r in o.rails})
-    drained = any(o.action == "drain" and not hosts.isdisjoint(o.action_hosts) for o in touching)
+    # a host to drain, or one the circuit breaker left to a person, has lost its path: the job is hit
+    drained = any(
+        (o.action == "drain" or o.needs_review) and not hosts.isdisjoint(o.action_hosts) for o in touching
+    )
     model = job_interruption(gpu_availability, gpus, job.remaining_days(now)) if gpus else 0.0
     return {
         "id": job.id,

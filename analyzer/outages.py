@@ -59,11 +59,20 @@ def tally_outages(
     return links
 
 
-def outage_figures(lo: LinkOutages, now: datetime, window_start: datetime) -> dict[str, Any]:
-    """Cumulative and longest down time in the window, and the running outage's length."""
+def outage_figures(
+    lo: LinkOutages, now: datetime, window_start: datetime, seen_until: datetime | None = None
+) -> dict[str, Any]:
+    """Cumulative and longest down time in the window, and the running outage's length.
+
+    The running outage counts up to ``seen_until``, the newest sample that saw the link down (not
+    up to ``now``): a link is confirmed down only as long as samples say so, so one late or lone
+    down sample (a blip, or the last thing a collector wrote before it froze) never reads as a
+    training-fatal outage.
+    """
     done = lo.completed()
     since = lo.since()
-    running = (now - since).total_seconds() if since is not None else None
+    until = now if seen_until is None else min(now, max(seen_until, since or seen_until))
+    running = (until - since).total_seconds() if since is not None else None
     in_window = (now - max(since, window_start)).total_seconds() if since is not None else 0.0
     return {
         "down_now": since is not None,
@@ -114,7 +123,8 @@ async def check_outages(conn: Connection, ctx: CheckContext) -> list[Finding]:
     ups = [(r["switch"], r["port"], r["time"], r["down_s"]) for r in await conn.fetch(_UPS_SQL, start, ctx.now)]
     verdicts: list[Verdict] = []
     for end, lo in sorted(tally_outages(fabric, ups, downs).items()):
-        fig = outage_figures(lo, ctx.now, start)
+        seen = [snap[e].last_time for e in lo.down_since if e in snap]
+        fig = outage_figures(lo, ctx.now, start, max(seen) if seen else None)
         if (severity := outage_severity(fig, th.fatal_outage_s)) is not None:
             verdicts.append((end, lo, fig, severity))
     absorbed = (await read_flaps(conn, ctx)).absorbed(fabric) if verdicts else {}

@@ -1,8 +1,10 @@
 """``fabricmon analyze``: evaluate the fabric every ``interval_s``, keep the verdict, raise alerts.
 
-Each round: run every check over the latest window (one connection), store the oversubscription
-series and the run's report, evaluate the SLOs and the registered jobs, then turn findings into
-alert transitions (each with its webhook deliveries, in one transaction) and wake the webhook
+Each round: run every check over the latest window (one connection) and the SLOs, read what
+fabricmon itself can observe (collector heartbeats), correlate the findings into incidents and
+decide each one's action (analyzer.incidents, analyzer.actions), turn them into alert
+transitions (each with its webhook deliveries, in one transaction), then store the verdict of the
+open incidents with the jobs' health and the oversubscription series, and wake the webhook
 sender. A round that cannot reach the database is skipped and retried; alerts and deliveries
 live in the database, so a restart neither re-fires nor forgets.
 """
@@ -20,7 +22,7 @@ from typing import Any
 from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alerts import SyncResult, sync_alerts
 from analyzer.engine import Evaluation, context_for, evaluate
-from analyzer.incidents import Incident, correlate, hold_unconfirmed
+from analyzer.incidents import Incident, Observation, correlate, hold_unconfirmed
 from analyzer.jobs import Job, job_health, load_jobs
 from analyzer.objectives import Objective, evaluate_objectives
 from analyzer.observe import CollectionMemory, observe
@@ -49,6 +51,9 @@ class Round:
     ev: Evaluation
     objectives: list[Objective]
     incidents: list[Incident]
+    observation: Observation
+    #: The circuit breaker's host limit for this fabric.
+    drain_limit: int
 
 
 def confirm_s(config: Config) -> float:
@@ -76,10 +81,11 @@ async def evaluate_round(
     )
     observation = await observe(conn, ctx, memory)
     policy = ActionPolicy.from_config(config.alerts)
-    incidents = decide_all(correlate(ev.all_findings, fabric, observation), fabric, policy)
+    switch_links = config.analyzer.thresholds.switch_flap_min_ports
+    incidents = decide_all(correlate(ev.all_findings, fabric, observation, switch_links), fabric, policy)
     if first_seen is not None:
         incidents = hold_unconfirmed(incidents, first_seen, now, confirm_s(config))
-    return Round(ev, objectives, incidents)
+    return Round(ev, objectives, incidents, observation, policy.drain_limit(len(fabric.servers)))
 
 
 async def round_report(
@@ -88,7 +94,7 @@ async def round_report(
     """The verdict document: statuses from the open incidents (this round's and the stored
     firing ones), each job's health under them."""
     firing = [AlertRow.from_record(r) for r in await conn.fetch("SELECT * FROM alerts WHERE state = 'firing'")]
-    opened = open_incidents(rnd.incidents, firing)
+    opened = open_incidents(rnd.incidents, firing, rnd.drain_limit)
     gpu_avail = next((o.current for o in rnd.objectives if o.name == "gpu_network_availability"), 1.0)
     jobs = [*await load_jobs(conn), *extra_jobs]
     health = [job_health(j, fabric, opened, gpu_avail, now) for j in jobs]
@@ -165,6 +171,8 @@ class AnalyzerService:
                 webhooks=self.config.alerts.webhooks,
                 settings=self.config.alerts,
                 evaluated_rules=rnd.ev.evaluated_rules | {"collection"},
+                unobserved=rnd.observation.unobserved | rnd.observation.starting,
+                drain_limit=rnd.drain_limit,
             )
             if result.deliveries:
                 self.sender.notify()

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from analyzer.actions import stronger, worse
+from analyzer.actions import Held, merge_decision, worse
 from analyzer.findings import SEVERITY_ORDER, Finding
 from analyzer.incidents import Incident
 from analyzer.payloads import AlertRow
@@ -171,7 +171,9 @@ def from_report(entry: Mapping[str, Any], findings: Mapping[str, Finding]) -> Op
     )
 
 
-def open_incidents(current: Sequence[Incident], firing: Sequence[AlertRow]) -> list[OpenIncident]:
+def open_incidents(
+    current: Sequence[Incident], firing: Sequence[AlertRow], drain_limit: int | None = None
+) -> list[OpenIncident]:
     """This round's incidents merged with the stored firing ones (same fingerprint: one)."""
     stored = {r.fingerprint: r for r in firing}
     out: list[OpenIncident] = []
@@ -179,14 +181,18 @@ def open_incidents(current: Sequence[Incident], firing: Sequence[AlertRow]) -> l
         now = from_incident(inc)
         row = stored.pop(inc.fingerprint, None)
         if row is not None:
-            review = now.needs_review or row.needs_review
+            held = merge_decision(
+                Held(row.recommended_action or "observe", row.action_hosts, row.needs_review),
+                Held(now.action, now.action_hosts, now.needs_review),
+                drain_limit,
+            )
             now = replace(
                 now,
                 id=row.id,
-                severity=worse(now.severity, row.severity),
-                action="observe" if review else stronger(now.action, row.recommended_action or "observe"),
-                action_hosts=tuple(sorted(set(now.action_hosts) | set(row.action_hosts))),
-                needs_review=review,
+                severity="critical" if held.needs_review else worse(now.severity, row.severity),
+                action=held.action,
+                action_hosts=held.hosts,
+                needs_review=held.needs_review,
                 pending=False,
             )
         out.append(now)

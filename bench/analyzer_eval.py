@@ -14,7 +14,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from analyzer.actions import decide_all
 from analyzer.engine import context_for, evaluate
+from analyzer.incidents import correlate
 from analyzer.service import assess
 from collector.pipeline import Pipeline
 from config.model import Config
@@ -69,6 +71,9 @@ async def run(dsn: str) -> dict[str, Any]:
                 ev = await evaluate(conn, ctx)
                 runs.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
+            incidents = decide_all(correlate(ev.all_findings, fabric), fabric)
+            correlate_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
             await assess(conn, fabric, config, now)
             full = time.perf_counter() - t0
         return {
@@ -79,6 +84,8 @@ async def run(dsn: str) -> dict[str, Any]:
             "evaluate_s": [round(x, 3) for x in runs],
             "evaluate_best_s": round(min(runs), 3),
             "assess_s": round(full, 3),
+            "correlate_s": round(correlate_s, 4),
+            "incidents": sorted(f"{i.rule}:{i.key}:{i.action}" for i in incidents),
             "check_seconds": ev.results.check_seconds,
             "findings": sorted({f"{f.rule}:{f.key}" for f in ev.all_findings}),
             "goal_s": 1.0,

@@ -201,8 +201,8 @@ async def run_demo(opts: DemoOptions, dsn: str, say: Say, stop: asyncio.Event) -
                 if not opts.steps:
                     await _watch_clean(analyzer, opts, started, stop, result, say)
                 result.deliveries = len(receiver.deliveries)
-                if opts.steps:
-                    result.unexpected_alerts += _strays(receiver, result)
+                result.unexpected_alerts += [s for s in _strays(receiver, result)
+                                             if s not in result.unexpected_alerts]  # fmt: skip
                 yield_until = None if opts.duration_s is None else started + opts.duration_s
                 await _linger(stop, yield_until, say)
                 services_stop.set()
@@ -294,16 +294,16 @@ async def _play(step: Step, sim: RunningSim, analyzer: AnalyzerService, receiver
 
 async def _watch_clean(analyzer: AnalyzerService, opts: DemoOptions, started: float, stop: asyncio.Event,
                        result: DemoResult, say: Say) -> None:  # fmt: skip
-    """A clean run: watch for the duration and report every alert that fires (there should be none)."""
+    """A clean run: watch for the duration and report every incident that opens (there should be
+    none). Pending ones (unconfirmed, never sent) are not alerts; every delivery is counted too."""
     until = started + (opts.duration_s or 30.0)
     say("clean run: no faults; watching for false alarms")
     while time.monotonic() < until and not stop.is_set():
         report = analyzer.last_report or {}
-        for check in report.get("checks", {}).values():
-            for f in check["findings"]:
-                if f["summary"] not in result.unexpected_alerts:
-                    result.unexpected_alerts.append(f["summary"])
-                    say(f"  ✗ unexpected finding: {f['summary']}")
+        for inc in report.get("incidents", []):
+            if not inc.get("pending") and inc["summary"] not in result.unexpected_alerts:
+                result.unexpected_alerts.append(inc["summary"])
+                say(f"  ✗ unexpected incident: {inc['summary']}")
         await asyncio.sleep(0.5)
 
 
@@ -333,7 +333,7 @@ def _strays(receiver: Receiver, result: DemoResult) -> list[str]:
     for d in receiver.deliveries:
         alert = d.body.get("alert", {})
         if alert.get("fingerprint") not in mine:
-            out.setdefault(str(alert.get("fingerprint")), f"{alert.get('rule')}: {alert.get('summary')}")
+            out.setdefault(str(alert.get("fingerprint")), str(alert.get("summary")))
     return list(out.values())
 
 

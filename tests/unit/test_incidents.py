@@ -7,14 +7,16 @@ the same helpers); the integration suites produce them from the simulator end to
 from __future__ import annotations
 
 import random
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer.actions import ActionPolicy, decide, decide_all
+from analyzer.actions import ActionPolicy, Held, decide, decide_all, merge_decision
 from analyzer.findings import Finding, blast_radius
-from analyzer.incidents import Incident, Observation, correlate
+from analyzer.incidents import Incident, Observation, correlate, hold_unconfirmed
 from analyzer.links import links_scope
 from fabric.model import Endpoint, Fabric, FabricParams
 from fabric.topology import build_aipod
@@ -345,3 +347,61 @@ def test_many_links_of_one_switch_down_at_once_are_the_switch_before_anything_na
 @pytest.mark.parametrize(("loss", "action"), [(0.05, "checkpoint"), (0.049, "observe"), (float("nan"), "observe")])
 def test_the_efficiency_model_decides_capacity_incidents(loss: float, action: str) -> None:
     assert one([drift("lf-g1-r8", ["swp100"], loss=loss)]).action == action
+
+
+# --- what a review found: paths around the breaker, flip-flops, blind spots ----------------------
+
+
+def test_a_drain_after_a_checkpoint_takes_its_own_hosts_and_the_breaker_sees_the_union() -> None:
+    every = tuple(f"srv-g1-{i:03d}" for i in range(1, 65))
+    after = merge_decision(Held("checkpoint", every, False), Held("drain", ("srv-g1-003",), False), drain_limit=1)
+    assert after == Held("drain", ("srv-g1-003",), False)
+    grown = merge_decision(after, Held("drain", ("srv-g1-004",), False), drain_limit=1)
+    assert grown.action == "observe" and grown.needs_review and grown.hosts == ("srv-g1-003", "srv-g1-004")
+    # actions never fall while open; review, once needed, stays
+    assert merge_decision(after, Held("observe", (), False), drain_limit=1) == after
+    assert merge_decision(grown, Held("drain", ("srv-g1-003",), False), drain_limit=1).needs_review
+
+
+def test_four_flapping_server_cables_of_one_leaf_are_its_incident_and_a_person_decides() -> None:
+    inc = one([flapping("lf-g1-r1", f"swp{i}") for i in range(2, 6)])
+    assert inc.key == "switch:lf-g1-r1"
+    assert (inc.action, inc.needs_review) == ("observe", True)
+    assert inc.action_hosts == ("srv-g1-002", "srv-g1-003", "srv-g1-004", "srv-g1-005")
+    roomy = ActionPolicy(max_drain_hosts=8, max_drain_fraction=1.0)
+    assert one([flapping("lf-g1-r1", f"swp{i}") for i in range(2, 6)], policy=roomy).action == "drain"
+
+
+def test_a_leaf_whose_every_uplink_is_down_is_gone_before_it_is_called_stale() -> None:
+    inc = one([switch_outage("lf-g1-r2", [("lf-g1-r2", f"swp{i}") for i in range(65, 129)])])
+    assert inc.key == "switch:lf-g1-r2" and inc.needs_review and len(inc.action_hosts) == 64
+
+
+def test_a_slowed_uplink_and_a_server_cable_on_one_leaf_are_two_incidents() -> None:
+    incidents = {i.key: i for i in decided([outage("lf-g1-r1", "swp3"), drift("lf-g1-r1", ["swp70"], loss=0.2)])}
+    assert set(incidents) == {"link:lf-g1-r1:swp3", "link:lf-g1-r1:swp70"}
+    assert incidents["link:lf-g1-r1:swp3"].action == "drain"
+    assert incidents["link:lf-g1-r1:swp70"].action == "checkpoint"
+
+
+def test_a_server_link_back_up_after_a_fatal_outage_drains_as_while_it_was_down() -> None:
+    back = outage("lf-g1-r1", "swp2", down_now=False, critical=False)
+    back = replace(back, details={**back.details, "longest_completed_s": 12.0, "fatal_outage_s": 7.0})
+    assert one([back]).action == "drain"
+
+
+def test_findings_read_from_switches_we_cannot_observe_are_the_collection_incident() -> None:
+    obs = Observation(frozenset({"lf-g1-r1"}), ("collector h:1 silent for 9 s",), known=True)
+    inc = one([outage("lf-g1-r1", "swp2"), stale("lf-g1-r1")], obs=obs)
+    assert inc.kind == "collection" and inc.action == "observe"
+    starting = Observation(frozenset(), (), known=True, starting=frozenset({"lf-g1-r1"}))
+    assert decided([stale("lf-g1-r1")], obs=starting) == []
+
+
+def test_only_incidents_that_ask_nothing_wait_for_confirmation() -> None:
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    uplink, nic = decided([outage("lf-g1-r3", "swp65")]), decided([flapping("lf-g1-r1", "swp2")])
+    first: dict[str, datetime] = {}
+    assert hold_unconfirmed(uplink, first, now, 10.0)[0].pending
+    assert not hold_unconfirmed(uplink, first, now + timedelta(seconds=10), 10.0)[0].pending
+    assert not hold_unconfirmed(nic, {}, now, 10.0)[0].pending  # a drain is never held
