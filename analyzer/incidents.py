@@ -83,6 +83,9 @@ KIND_ORDER: dict[str, int] = {"collection": 0, "switch": 1, "link": 2, "miswire"
 #: This many links of one switch down or flapping at once are the switch's fault (the default of
 #: ``thresholds.switch_flap_min_ports``, the flap correlation's own bar).
 SWITCH_LINKS = 4
+#: Switches silent that their collector calls connected (samples late in our own pipeline) make a
+#: collection incident from this share of the fabric; fewer are not judged at all.
+LAGGING_SHARE = 0.1
 #: Without collector heartbeats, this share of the fabric's switches silent at once is our collection.
 SILENT_SHARE = 0.5
 
@@ -302,10 +305,17 @@ def _collection(findings: list[Finding], fabric: Fabric, obs: Observation) -> tu
     """The ``collection`` incident: silence of switches fabricmon cannot observe is ours."""
     findings = [f for f in findings if not _blind(f, obs.starting)]  # not judged yet
     silent = [f for f in findings if f.rule in SILENCE]
+    lagging = [f for f in silent if _ours(f) and f.key not in obs.unobserved]
+    if fabric.switches and len(lagging) < LAGGING_SHARE * len(fabric.switches):
+        # a few samples late in our own pipeline: not the switches' fault, too little to page about
+        late = {id(f) for f in lagging}
+        findings = [f for f in findings if id(f) not in late]
+        silent = [f for f in silent if id(f) not in late]
+        lagging = []
     ours = [f for f in silent if f.key in obs.unobserved or _ours(f)]
     # a link or capacity finding read from switches we cannot observe is stale data, not a fault
     ours += [f for f in findings if f.rule not in SILENCE and _blind(f, obs.unobserved)]
-    lagging = [f for f in ours if _ours(f) and f.key not in obs.unobserved]
+    lag_only = not obs.problems and bool(lagging) and all(_ours(f) for f in ours)
     if not obs.known:
         stale = [f for f in silent if f.rule == "stale_switch"]
         if fabric.switches and len(stale) >= max(2, SILENT_SHARE * len(fabric.switches)):
@@ -322,6 +332,8 @@ def _collection(findings: list[Finding], fabric: Fabric, obs: Observation) -> tu
         )
     taken = {id(f) for f in ours}
     root = _collection_finding(fabric, obs, ours)
+    if lag_only:
+        root = replace(root, details={**root.details, "lag_only": True})
     own = {f.key for f in ours}
     group = _Group("collection", "collection", [root, *ours], own, set(), set())
     return group, [f for f in findings if id(f) not in taken]
@@ -591,7 +603,8 @@ def hold_unconfirmed(
     out: list[Incident] = []
     for inc in incidents:
         quiet = inc.action == "observe" and not inc.needs_review
-        if quiet and ((inc.kind == "other" and inc.root.rule in DERIVED) or inc.kind in ("link", "capacity")):
+        lag = inc.kind == "collection" and inc.root.details.get("lag_only") is True
+        if lag or (quiet and ((inc.kind == "other" and inc.root.rule in DERIVED) or inc.kind in ("link", "capacity"))):
             seen = first_seen.setdefault(inc.fingerprint, now)
             if (now - seen).total_seconds() < confirm_s:
                 inc = replace(inc, pending=True)

@@ -278,6 +278,8 @@ async def _play(step: Step, sim: RunningSim, analyzer: AnalyzerService, receiver
         res.incident, res.rule = str(alert.get("id")), alert.get("rule")
         say(f"  ✓ cleared; incident resolved {res.resolved_s:.1f} s later")
     watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
     res.symptoms = sorted({r for r in seen if r != res.rule})
     await _wait(lambda: _healthy(analyzer) or time.monotonic() - t1 > opts.timeout_s, opts.timeout_s + 5,
                 "healthy fabric")  # fmt: skip

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,10 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from analyzer.findings import Finding
-from analyzer.payloads import verify_signature
 from analyzer.service import AnalyzerService, assess
 from collector.runner import CollectorService, plan
 from config.model import Config
@@ -27,6 +24,7 @@ from simulator.sim_config import sim_config
 from store.db import Pool, create_pool
 from store.inventory import ensure_fabric
 from store.migrate import migrate
+from tests.support.receiver import receiver
 
 # Radix 64: two groups of 32 servers (so a fault can miss a job) on 40 switches, light enough for
 # simulator, collectors and analyzer to share one event loop at 1 s sampling.
@@ -169,30 +167,6 @@ async def test_each_fault_is_found_and_resolves(fresh_db: str, tmp_path: Path) -
         found = await lb.findings()
         assert not [x for x in found if x.rule == "error_rate"], [(x.rule, x.key) for x in found]
         state.clear(applied.id)
-
-
-@contextlib.asynccontextmanager
-async def receiver() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
-    got: list[dict[str, Any]] = []
-
-    async def hook(request: web.Request) -> web.Response:
-        body = await request.read()
-        ts, sig = request.headers["X-Fabricmon-Timestamp"], request.headers["X-Fabricmon-Signature"]
-        assert verify_signature("s3cret", ts, body, sig)
-        got.append({"event": request.headers["X-Fabricmon-Event"], **json.loads(body)})
-        return web.Response(status=204)
-
-    app = web.Application()
-    app.router.add_post("/hook", hook)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}/hook", got
-    finally:
-        await runner.cleanup()
 
 
 async def test_alerts_reach_the_scheduler_with_the_jobs_they_touch(fresh_db: str, tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from store.inventory import ensure_fabric
 from store.migrate import migrate
 from store.pgserver import EmbeddedStore
 from tests.integration.test_collector_heartbeats import FABRIC, INTERVAL_S, Collector, sim_config, start_collector
-from tests.integration.test_incidents_e2e import Got, receiver
+from tests.support.receiver import Got, receiver
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 __all__ = ["sim_config", "start_collector"]  # fixtures used here, defined beside the heartbeat tests

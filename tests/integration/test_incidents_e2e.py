@@ -10,66 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
-from analyzer.payloads import verify_signature
 from analyzer.service import AnalyzerService
 from tests.integration.test_analyze_e2e import Lab, lab
+from tests.support.receiver import Got, receiver
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
-
-SECRET = "s3cret"
-
-
-@dataclass
-class Got:
-    """What the receiver was sent."""
-
-    items: list[dict[str, Any]]
-
-    def since(self, n: int) -> list[dict[str, Any]]:
-        return self.items[n:]
-
-    @staticmethod
-    def by_incident(items: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-        out: dict[str, list[dict[str, Any]]] = {}
-        for g in items:
-            out.setdefault(g["alert"]["fingerprint"], []).append(g)
-        return out
-
-
-@contextlib.asynccontextmanager
-async def receiver() -> AsyncIterator[tuple[str, Got]]:
-    got = Got([])
-
-    async def hook(request: web.Request) -> web.Response:
-        body = await request.read()
-        ts, sig = request.headers["X-Fabricmon-Timestamp"], request.headers["X-Fabricmon-Signature"]
-        if not verify_signature(SECRET, ts, body, sig):
-            return web.Response(status=401)
-        got.items.append({"event": request.headers["X-Fabricmon-Event"], **json.loads(body)})
-        return web.Response(status=204)
-
-    app = web.Application()
-    app.router.add_post("/hook", hook)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}/hook", got
-    finally:
-        await runner.cleanup()
-
 
 #: Resolve hold-down here: the lab samples every second on a busy machine, where a finding can miss
 #: a round or two (a sample late past the window); 2 s would resolve and re-open it (production: 60 s).

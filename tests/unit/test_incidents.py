@@ -405,3 +405,13 @@ def test_only_incidents_that_ask_nothing_wait_for_confirmation() -> None:
     assert hold_unconfirmed(uplink, first, now, 10.0)[0].pending
     assert not hold_unconfirmed(uplink, first, now + timedelta(seconds=10), 10.0)[0].pending
     assert not hold_unconfirmed(nic, {}, now, 10.0)[0].pending  # a drain is never held
+
+
+def test_a_few_switches_late_in_our_own_pipeline_are_not_judged_many_are_collection() -> None:
+    obs = Observation(frozenset(), (), known=True)
+    late = [replace(stale(s), details={**stale(s).details, "state": "connected"}) for s in sorted(FABRIC.switches)]
+    assert decided(late[:1], obs=obs) == []  # one of 20: not the switch's fault, too little to page
+    many = one(late[:4], obs=obs)
+    assert many.kind == "collection" and many.action == "observe" and many.root.details["lag_only"]
+    first: dict[str, datetime] = {}
+    assert hold_unconfirmed([many], first, datetime(2026, 12, 1, tzinfo=UTC), 10.0)[0].pending
