@@ -268,6 +268,7 @@ def correlate(
         else:
             derived.append(f)
     _gather_links(link_groups, switch_groups, fabric, switch_links)
+    _merge_victims(switch_groups)
     groups += [switch_groups[k] for k in sorted(switch_groups)]
     groups += [link_groups[k] for k in sorted(link_groups)]
     groups += _miswire_groups(miswires, fabric)
@@ -464,6 +465,25 @@ def _gather_links(links: dict[str, _Group], switches: dict[str, _Group], fabric:
             taken = links.pop(k)
             group.findings += taken.findings
             group.links |= taken.links
+
+
+def _merge_victims(switches: dict[str, _Group]) -> None:
+    """A switch whose every finding is about its links to one other failed switch is that
+    switch's victim (a superspine seeing a rebooting spine's parallel uplinks drop): one incident,
+    the one whose trouble reaches further."""
+    involved = {k: {s for f in g.findings for s in f.scope.switches} for k, g in switches.items()}
+    for key in sorted(switches):
+        name = key.split(":", 1)[1]
+        others = involved[key] - {name}
+        if len(others) != 1:
+            continue
+        (cause,) = others
+        target = f"switch:{cause}"
+        if target in switches and target != key and involved[target] - {cause, name}:
+            switches[target].findings += switches[key].findings
+            switches[target].links |= switches[key].links
+            del switches[key]
+            involved[target] |= involved.pop(key)
 
 
 def _miswire_groups(findings: list[Finding], fabric: Fabric) -> list[_Group]:

@@ -170,6 +170,7 @@ async def test_a_clean_run_sends_nothing(fresh_db: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # five minutes of a healthy fabric (make test-slow)
+@pytest.mark.timeout(600)
 async def test_a_clean_five_minute_run_sends_nothing(fresh_db: str, tmp_path: Path) -> None:
     async with receiver() as (url, got), lab(fresh_db, tmp_path, webhook=url) as lb, analyzing(lb) as service:
         started = time.monotonic()

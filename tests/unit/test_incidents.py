@@ -415,3 +415,16 @@ def test_a_few_switches_late_in_our_own_pipeline_are_not_judged_many_are_collect
     assert many.kind == "collection" and many.action == "observe" and many.root.details["lag_only"]
     first: dict[str, datetime] = {}
     assert hold_unconfirmed([many], first, datetime(2026, 12, 1, tzinfo=UTC), 10.0)[0].pending
+
+
+def test_a_superspine_seeing_a_rebooting_spines_uplinks_drop_is_the_spines_victim() -> None:
+    spine_up = [p for p in FABRIC.ports("sp-r4-1") if p.direction == "up" and p.peer is not None]
+    ssp = spine_up[0].peer.node  # type: ignore[union-attr]
+    to_ssp = [(ssp, p.peer.port) for p in spine_up if p.peer is not None and p.peer.node == ssp]
+    victim = Finding(
+        "switch_flapping", ssp, "warning", f"{ssp} dropped ports", links_scope(FABRIC, to_ssp, [ssp]),
+        {"port_count": len(to_ssp)},
+    )  # fmt: skip
+    links = [("lf-g1-r4", f"swp{i}") for i in range(65, 129)]
+    inc = one([stale("sp-r4-1"), switch_outage("sp-r4-1", links), victim])
+    assert inc.key == "switch:sp-r4-1" and victim in inc.symptoms
