@@ -192,20 +192,10 @@ def _fields(inc: Incident) -> dict[str, Any]:
     return {
         "summary": inc.summary,
         "scope": _json(inc.scope.as_dict()),
-        "details": _json({**inc.root.details, "reason": inc.reason, "efficiency_loss": _loss(inc)}),
+        "details": _json({**inc.root.details, "reason": inc.reason, "efficiency_loss": inc.efficiency_loss}),
         "root_cause": _json(inc.root_cause),
         "symptoms": _json(inc.symptom_list()),
     }
-
-
-def _loss(inc: Incident) -> float:
-    """The largest training-speed loss any of the incident's findings estimates."""
-    out = 0.0
-    for f in inc.findings:
-        v = f.details.get("efficiency_loss")
-        if isinstance(v, int | float) and not isinstance(v, bool) and v == v:
-            out = max(out, float(v))
-    return out
 
 
 async def _fire(conn: Connection, inc: Incident, now: datetime) -> AlertRow | None:

@@ -44,7 +44,7 @@ show.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -145,6 +145,11 @@ class Incident:
         return union_scope(f.scope for f in self.findings)
 
     @property
+    def efficiency_loss(self) -> float:
+        """The largest training-speed loss any of its findings estimates (0 when none does)."""
+        return max_loss(f.details for f in self.findings)
+
+    @property
     def summary(self) -> str:
         more = len(self.symptoms)
         return self.root.summary + (f" (+{more} symptom{'s' if more != 1 else ''})" if more else "")
@@ -160,6 +165,16 @@ class Incident:
             {"rule": f.rule, "key": f.key, "severity": f.severity, "summary": f.summary, "scope": f.scope.as_dict()}
             for f in self.symptoms
         ]
+
+
+def max_loss(details: Iterable[Mapping[str, Any]]) -> float:
+    """The largest finite ``efficiency_loss`` among ``details`` (0 when none has one)."""
+    out = 0.0
+    for d in details:
+        v = d.get("efficiency_loss")
+        if isinstance(v, int | float) and not isinstance(v, bool) and v == v:
+            out = max(out, float(v))
+    return out
 
 
 def union_scope(scopes: Iterable[Scope]) -> Scope:

@@ -155,12 +155,17 @@ class AnalyzerService:
         self.memory = CollectionMemory()
         self.first_seen: dict[str, datetime] = {}
 
-    async def evaluate_once(self, now: datetime | None = None, *, alerts: bool = True) -> dict[str, Any]:
+    async def evaluate_once(
+        self, now: datetime | None = None, *, alerts: bool = True, confirm: bool = True
+    ) -> dict[str, Any]:
         """One round: evaluate and correlate, sync incidents (unless ``alerts`` is False), then
-        store the verdict of the open incidents and wake the sender."""
+        store the verdict of the open incidents and wake the sender. ``confirm=False`` sends
+        observe-only incidents at once instead of after the confirmation wait (a one-shot round
+        over a window written in one go, as fixtures and benchmarks do)."""
         now = now or datetime.now(UTC)
+        first_seen = self.first_seen if confirm else None
         async with self.pool.acquire() as conn:
-            rnd = await evaluate_round(conn, self.fabric, self.config, now, self.memory, self.first_seen)
+            rnd = await evaluate_round(conn, self.fabric, self.config, now, self.memory, first_seen)
         result: SyncResult | None = None
         if alerts:
             result = await sync_alerts(

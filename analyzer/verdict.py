@@ -17,27 +17,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from analyzer.actions import Held, merge_decision, worse
+from analyzer.engine import CHECKS, RULES_OF
 from analyzer.findings import SEVERITY_ORDER, Finding
-from analyzer.incidents import Incident
+from analyzer.incidents import Incident, max_loss
 from analyzer.payloads import AlertRow
 
-#: The health check of ``/v1/health`` each rule belongs to.
+#: The health check of ``/v1/health`` each rule belongs to (the engine's table; ``collection``,
+#: the incident of our own silence, belongs to the collection check).
 CHECK_OF: dict[str, str] = {
-    "miswire": "rail_symmetry",
-    "rail_capacity_asymmetry": "rail_symmetry",
-    "rail_load_straggler": "rail_symmetry",
-    "ecmp_imbalance": "rail_symmetry",
-    "oversubscription_drift": "oversubscription",
-    "link_flapping": "stability",
-    "switch_flapping": "stability",
-    "link_outage": "stability",
-    "pfc_storm": "stability",
-    "error_rate": "stability",
-    "stale_switch": "collection",
-    "ports_unreported": "collection",
+    **{rule: name for name, checks in CHECKS.items() for check in checks for rule in RULES_OF[check]},
     "collection": "collection",
 }
-HEALTH_CHECKS = ("rail_symmetry", "oversubscription", "stability", "collection")
+HEALTH_CHECKS = tuple(CHECKS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,15 +77,6 @@ class OpenIncident:
         }
 
 
-def _loss(details: Iterable[Mapping[str, Any]]) -> float:
-    out = 0.0
-    for d in details:
-        v = d.get("efficiency_loss")
-        if isinstance(v, int | float) and not isinstance(v, bool) and v == v:
-            out = max(out, float(v))
-    return out
-
-
 def from_incident(inc: Incident) -> OpenIncident:
     scope = inc.scope
     return OpenIncident(
@@ -111,7 +93,7 @@ def from_incident(inc: Incident) -> OpenIncident:
         servers=frozenset(scope.servers),
         rails=scope.rails,
         gpus=scope.gpus,
-        efficiency_loss=_loss(f.details for f in inc.findings),
+        efficiency_loss=inc.efficiency_loss,
         symptoms=len(inc.symptoms),
         members=frozenset(f"{f.rule}|{f.key}" for f in inc.findings),
         seen_now=True,
@@ -135,7 +117,7 @@ def from_alert(row: AlertRow) -> OpenIncident:
         servers=frozenset(str(s) for s in servers) if isinstance(servers, list) else frozenset(),
         rails=tuple(int(r) for r in rails) if isinstance(rails, list) else (),
         gpus=int(row.scope.get("gpus", 0) or 0),
-        efficiency_loss=_loss([row.details]),
+        efficiency_loss=max_loss([row.details]),
         symptoms=len(row.symptoms),
         members=frozenset(
             {f"{row.root_cause.get('rule', row.rule)}|{row.root_cause.get('key', '')}"}

@@ -76,7 +76,7 @@ async def _seed(pool: Pool, fabric: Fabric, config: Config) -> dict[str, float]:
     async with pool.acquire() as conn:
         await save_job(conn, Job(JOB_ID, tuple(hosts), expected_days=20.0))
         now = datetime.fromtimestamp(clock[0] / 1e9, tz=UTC)
-    report = await AnalyzerService(config, fabric, pool).evaluate_once(now)
+    report = await AnalyzerService(config, fabric, pool).evaluate_once(now, confirm=False)
     evaluated = time.perf_counter()
     return {
         "telemetry_s": round(fed - started, 1),

@@ -71,7 +71,7 @@ async def seed(dsn: str, *, rounds: int = 4, faults: list[dict[str, Any]] | None
         await feed_rounds(state, pipe, clock, rounds, FAULTS if faults is None else faults)
         await pipe.close()
         now = datetime.fromtimestamp(clock[0] / 1e9, tz=UTC)
-        report = await AnalyzerService(CONFIG, FABRIC, pool).evaluate_once(now)
+        report = await AnalyzerService(CONFIG, FABRIC, pool).evaluate_once(now, confirm=False)
         return Seeded(dsn, now, report)
     finally:
         await pool.close()
