@@ -455,5 +455,10 @@ async def test_retryable_answers_keep_the_delivery_alive(pool: asyncpg.Pool, rec
     async with running(sender):
         await wait_until(lambda: len(rx.applied) == 1)
         await wait_until(lambda: sender.stats[0].delivered == 1)
+        # the sender counts a delivery when the receiver takes it, then records it: wait for the row
+        for _ in range(100):
+            if await statuses(pool) == Counter(delivered=1):
+                break
+            await asyncio.sleep(0.02)
     assert sum(rx.posts.values()) == len(script) + 1
     assert await statuses(pool) == Counter(delivered=1) and sender.stats[0].failed == 0
