@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import Literal, TypedDict
 
 from analyzer.config import AlertsConfig
-from analyzer.findings import SEVERITY_ORDER, Finding, Severity
+from analyzer.findings import SEVERITY_ORDER, Severity
 from analyzer.incidents import Incident, with_decision
 from analyzer.links import link_end
 from analyzer.slo import efficiency_loss
@@ -120,7 +120,7 @@ def decide(incident: Incident, fabric: Fabric, policy: ActionPolicy | None = Non
     elif incident.kind == "miswire":
         v = _miswire(incident, fabric)
     else:
-        v = _by_loss(incident, policy, _loss(incident.findings))
+        v = _by_loss(incident, policy, incident.efficiency_loss)
     if v.action == "drain" and len(v.hosts) > (limit := policy.drain_limit(len(fabric.servers))):
         v = _Verdict(
             "observe",
@@ -151,10 +151,6 @@ def _severity(incident: Incident, v: _Verdict) -> Severity:
     if all(f.severity == "info" for f in incident.findings):
         return "info"
     return "warning"
-
-
-def _loss(findings: Iterable[Finding]) -> float:
-    return max([0.0, *(_number(f.details.get("efficiency_loss")) for f in findings)])
 
 
 def _by_loss(incident: Incident, policy: ActionPolicy, loss: float) -> _Verdict:
@@ -196,7 +192,7 @@ def _link(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdict:
     host = host_of(fabric, switch, port)
     if host is None:  # an uplink: ECMP carries around it; the efficiency model decides
         down = any(f.rule in ("link_outage", "link_flapping") for f in incident.findings)
-        return _by_loss(incident, policy, max(_loss(incident.findings), uplink_loss(fabric, switch, 1) if down else 0))
+        return _by_loss(incident, policy, max(incident.efficiency_loss, uplink_loss(fabric, switch, 1) if down else 0))
     if "link_flapping" in rules:
         return _Verdict("drain", (host,), f"{host}'s NIC link keeps flapping: NCCL times out on it")
     outage = next((f for f in incident.findings if f.rule == "link_outage"), None)
@@ -249,7 +245,7 @@ def _switch(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdic
         if hosts:
             return _Verdict("drain", tuple(hosts), f"{len(hosts)} hosts lost their only path on rail {sw.rail}")
         lost = sum(1 for s, p in links_down if host_of(fabric, s, p) is None)
-        return _by_loss(incident, policy, max(_loss(incident.findings), uplink_loss(fabric, name, lost)))
+        return _by_loss(incident, policy, max(incident.efficiency_loss, uplink_loss(fabric, name, lost)))
     if links_down is None:
         return _Verdict("observe", (), f"{name} is silent and nothing shows whether it forwards", review=True)
     loss = 0.0
@@ -260,7 +256,7 @@ def _switch(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdic
         by_lower[lower] = by_lower.get(lower, 0) + 1
     for lower, n in by_lower.items():
         loss = max(loss, uplink_loss(fabric, lower, n))
-    return _by_loss(incident, policy, max(loss, _loss(incident.findings)))
+    return _by_loss(incident, policy, max(loss, incident.efficiency_loss))
 
 
 def _links_down(incident: Incident, fabric: Fabric, name: str) -> tuple[set[tuple[str, str]] | None, bool]:
