@@ -132,6 +132,7 @@ async def test_scenario_matrix_one_incident_per_fault(fresh_db: str, tmp_path: P
             assert rule in roots and action in actions, (fault, rule, action)
 
 
+@pytest.mark.slow  # timing-heavy on 2 busy cores (1 s sampling, one shared loop): make test-slow
 async def test_two_faults_on_two_rails_are_two_incidents_each_with_its_own_action(
     fresh_db: str, tmp_path: Path
 ) -> None:
@@ -161,6 +162,7 @@ async def test_two_faults_on_two_rails_are_two_incidents_each_with_its_own_actio
         assert "oversubscription_drift" in outcomes["lf-g1-r3"][2] | {outcomes["lf-g1-r3"][0]}
 
 
+@pytest.mark.slow  # its startup wait is timing-heavy on 2 busy cores: make test-slow
 async def test_a_clean_run_sends_nothing(fresh_db: str, tmp_path: Path) -> None:
     async with receiver() as (url, got), lab(fresh_db, tmp_path, webhook=url) as lb, analyzing(lb) as service:
         await until(lambda: service.rounds > 15, 40, "fifteen evaluations")
