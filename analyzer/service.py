@@ -105,7 +105,9 @@ async def assess(
     conn: Connection, fabric: Fabric, config: Config, now: datetime, extra_jobs: tuple[Job, ...] = ()
 ) -> tuple[Evaluation, list[Objective], dict[str, Any]]:
     """One read-only evaluation: findings, objectives, incidents, jobs and the report."""
-    rnd = await evaluate_round(conn, fabric, config, now)
+    # no past to confirm against: observe-only incidents are as unconfirmed as in a service's first
+    # round, so the one-shot verdict never says more than the running service would
+    rnd = await evaluate_round(conn, fabric, config, now, first_seen={})
     return rnd.ev, rnd.objectives, await round_report(conn, fabric, rnd, now, extra_jobs)
 
 
