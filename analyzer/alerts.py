@@ -19,6 +19,10 @@ holding the firing alerts' row locks (so two analyzers take turns):
 * a firing incident absent for at least ``hold_down_s`` since ``last_seen_at`` **resolves** with
   one ``alert.resolved`` delivery per webhook, carrying the action it held (what to undo).
 
+Each transition also stores the scheduler actions it asks for (a Slurm drain when it opens or
+escalates with action drain, a resume when it resolves: :mod:`schedulers.outbox`), in the same
+transaction, so an incident and its drain commit or vanish together.
+
 All state is in the database: a restarted analyzer finds its firing incidents there, so it
 neither re-opens (the unique partial index ``alerts_one_firing``) nor forgets them. With
 ``evaluated_rules``, incidents whose root rule's check did not run this time are left alone
@@ -43,6 +47,8 @@ from analyzer.incidents import Incident
 from analyzer.outbox import enqueue
 from analyzer.payloads import AlertRow, Event, alertmanager_labels, jsonable
 from fabric.errors import FabricmonError
+from schedulers import outbox as scheduler_outbox
+from schedulers.outbox import Policy
 from store.db import Connection, Pool, Record
 
 __all__ = [
@@ -53,6 +59,7 @@ __all__ = [
     "get_alert",
     "incident_timeline",
     "list_alerts",
+    "require_review",
     "sync_alerts",
 ]
 
@@ -76,6 +83,8 @@ class SyncResult:
     deliveries: int = 0
     #: Pending incidents held back this round.
     pending: int = 0
+    #: Scheduler actions stored (wake the executors when non-zero).
+    actions: int = 0
 
 
 @dataclass(slots=True)
@@ -85,13 +94,17 @@ class _Sync:
     conn: Connection
     webhooks: Sequence[WebhookConfig]
     external_url: str | None
+    schedulers: Sequence[Policy] = ()
     deliveries: int = 0
+    actions: int = 0
 
     async def notify(self, alert: AlertRow, event: Event) -> None:
         await _timeline(self.conn, alert, "opened" if event == "alert.firing" else "resolved")
         await self.send(alert, event)
 
     async def send(self, alert: AlertRow, event: Event) -> None:
+        if self.schedulers:
+            self.actions += await scheduler_outbox.enqueue(self.conn, alert, event, self.schedulers)
         if not self.webhooks:
             return
         jobs = await affected_jobs(self.conn, [str(s) for s in alert.scope.get("servers", [])])
@@ -112,13 +125,15 @@ async def sync_alerts(
     evaluated_rules: Collection[str] | None = None,
     unobserved: Collection[str] = (),
     drain_limit: int | None = None,
+    schedulers: Sequence[Policy] = (),
 ) -> SyncResult:
     """Apply one evaluation's decided incidents to the stored alerts (see the module docstring).
 
     ``settings`` supplies the external URL (its ``webhooks`` are not used: ``webhooks`` is).
     ``unobserved``: switches fabricmon cannot see now; an incident rooted on one is not resolved
     (its fault may well be there still). ``drain_limit``: the circuit breaker's host limit, applied
-    again to what an open incident's drains add up to. Runs in one transaction.
+    again to what an open incident's drains add up to. ``schedulers``: the scheduler actions each
+    transition stores (:mod:`schedulers.outbox`). Runs in one transaction.
     """
     if now.tzinfo is None:
         raise AlertInputError("now must be timezone-aware")
@@ -129,7 +144,7 @@ async def sync_alerts(
     async with pool.acquire() as conn, conn.transaction():
         rows = await conn.fetch("SELECT * FROM alerts WHERE state = 'firing' ORDER BY id FOR UPDATE")
         firing = {r["fingerprint"]: r for r in rows}
-        sync = _Sync(conn, webhooks, external_url)
+        sync = _Sync(conn, webhooks, external_url, schedulers)
 
         fired = pending = 0
         for fp, inc in current.items():
@@ -176,7 +191,39 @@ async def sync_alerts(
         escalated=escalated,
         deliveries=sync.deliveries,
         pending=pending,
+        actions=sync.actions,
     )
+
+
+async def require_review(
+    pool: Pool,
+    alert_id: int,
+    reason: str,
+    *,
+    webhooks: Sequence[WebhookConfig],
+    settings: AlertsConfig | None = None,
+    schedulers: Sequence[Policy] = (),
+) -> SyncResult:
+    """A circuit breaker outside the analyzer's round (a scheduler's fleet-wide limit) withheld this
+    firing incident's drain: it now recommends ``observe`` with ``needs_review``, critical, and
+    receivers are told, as on any escalation to review. Nothing when it is not firing or already
+    needs review. The analyzer's later rounds keep it so (the breaker always wins)."""
+    external_url = str(settings.external_url) if settings is not None and settings.external_url else None
+    async with pool.acquire() as conn, conn.transaction():
+        rec = await conn.fetchrow(
+            """UPDATE alerts SET needs_review = true, recommended_action = 'observe', severity = 'critical',
+                      reason = $2, notified_severity = 'critical', notified_action = 'observe'
+               WHERE id = $1 AND state = 'firing' AND NOT needs_review RETURNING *""",
+            alert_id,
+            reason,
+        )
+        if rec is None:
+            return SyncResult()
+        alert = AlertRow.from_record(rec)
+        sync = _Sync(conn, webhooks, external_url, schedulers)
+        await _timeline(conn, alert, "escalated")
+        await sync.send(alert, "alert.firing")
+    return SyncResult(escalated=1, deliveries=sync.deliveries, actions=sync.actions)
 
 
 def _by_fingerprint(incidents: Sequence[Incident]) -> dict[str, Incident]:

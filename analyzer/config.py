@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AnyHttpUrl, Field, SecretStr
+from pydantic import AnyHttpUrl, Field, SecretStr, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from config.base import Section
 
@@ -61,6 +62,11 @@ class AnalyzerConfig(Section):
     resolve_hold_down_s: float = Field(60.0, ge=0)
     #: The latest window spans this many collector sampling intervals (rates are averaged over it).
     window_intervals: float = Field(3.0, ge=1)
+    #: Analyzers of one database elect a leader (a PostgreSQL advisory lock, analyzer/leader.py):
+    #: only it evaluates, sends webhooks, pushes to Alertmanagers and drives the schedulers; a
+    #: standby leads within two intervals of the leader's death. Off: every analyzer acts (the
+    #: database still keeps them from double-sending, at twice the work).
+    leader_election: bool = True
     thresholds: ThresholdsConfig = ThresholdsConfig()
     slo: SloConfig = SloConfig()
 
@@ -77,6 +83,51 @@ class WebhookConfig(Section):
     backoff_initial_s: float = Field(1.0, gt=0, le=3600)
     #: Upper bound of the retry delay.
     backoff_max_s: float = Field(300.0, gt=0, le=86400)
+
+
+class BasicAuthConfig(Section):
+    """HTTP basic authentication in front of an Alertmanager (a reverse proxy's, typically)."""
+
+    username: str = Field(min_length=1)
+    password: SecretStr
+
+
+class AlertmanagerConfig(Section):
+    """One Alertmanager that gets every push (``POST <url>/api/v2/alerts``, analyzer/alertmanager.py).
+
+    List each member of an HA pair or cluster: every push goes to all of them, never
+    load-balanced; their peers deduplicate the notifications."""
+
+    #: The Alertmanager's base URL (``http://alertmanager:9093``, plus its ``--web.route-prefix``).
+    url: AnyHttpUrl
+    timeout_s: float = Field(10.0, gt=0, le=300)
+    basic_auth: BasicAuthConfig | None = None
+    bearer_token: SecretStr | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _base_url(cls, url: AnyHttpUrl) -> AnyHttpUrl:
+        if url.query or url.fragment:
+            raise _error("an Alertmanager URL has no query or fragment")
+        if (url.path or "").rstrip("/").endswith(("/api/v2/alerts", "/api/v1/alerts", "/api/v2", "/api/v1")):
+            raise _error(
+                f"give the Alertmanager's base URL (e.g. http://alertmanager:9093), not its API path"
+                f" {url.path!r}; fabricmon adds /api/v2/alerts"
+            )
+        return url
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> AlertmanagerConfig:
+        if self.basic_auth is not None and self.bearer_token is not None:
+            raise _error("give either basic_auth or bearer_token, not both")
+        if (self.url.username or self.url.password) and (self.basic_auth is not None or self.bearer_token is not None):
+            raise _error("url carries credentials and basic_auth/bearer_token is set too: give them once")
+        return self
+
+
+def _error(message: str) -> PydanticCustomError:
+    """A validation error whose text is exactly ``message`` (no "Value error, " prefix)."""
+    return PydanticCustomError("invalid", message)
 
 
 class AlertsConfig(Section):
@@ -99,3 +150,18 @@ class AlertsConfig(Section):
     #: Where people reach fabricmon (the API/dashboard base URL): the Alertmanager format's
     #: ``externalURL`` and ``generatorURL``. Absent: those fields are empty strings.
     external_url: AnyHttpUrl | None = None
+    #: Alertmanagers that get every firing and recently resolved incident after each evaluation,
+    #: as Prometheus sends its alerts (analyzer/alertmanager.py). An HA pair: list both.
+    alertmanagers: list[AlertmanagerConfig] = []
+
+    @field_validator("alertmanagers")
+    @classmethod
+    def _distinct_alertmanagers(cls, value: list[AlertmanagerConfig]) -> list[AlertmanagerConfig]:
+        seen: set[str] = set()
+        for am in value:
+            url = am.url  # compared without credentials: one Alertmanager is one place
+            where = f"{url.scheme}://{url.host}:{url.port}{(url.path or '').rstrip('/')}"
+            if where in seen:
+                raise _error(f"{where} is listed twice (every listed Alertmanager gets every push)")
+            seen.add(where)
+        return value

@@ -128,7 +128,7 @@ def switch_bursts(
 
 
 _SQL = """
-SELECT switch, port, time, CASE WHEN new_status = 'flap' THEN flaps ELSE 1 END AS n
+SELECT switch, port, time, flaps AS n
 FROM link_events
 WHERE time > $1 AND time <= $2 AND new_status IN ('down', 'flap')
 """

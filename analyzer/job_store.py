@@ -15,9 +15,9 @@ required; the API publishes it in ``/openapi.json``) or a file given to ``fabric
 
 Whether the hosts are servers of the inventory is the caller's rule, not a shape: the API refuses
 unknown hosts (a job the fabric cannot place would always look healthy), a pre-flight reports
-them. :func:`save_job` (insert or replace), :func:`get_job`, :func:`list_jobs`, :func:`load_jobs`
-and :func:`delete_job` are the table's only writers and readers, except the blast-radius join of
-:func:`analyzer.actions.affected_jobs`.
+them. :func:`save_job` (insert or replace), :func:`get_job`, :func:`list_jobs`, :func:`load_jobs`,
+:func:`delete_job` and :func:`replace_discovered` (a scheduler's running jobs, by id prefix) are the
+table's only writers and readers, except the blast-radius join of :func:`analyzer.actions.affected_jobs`.
 
 Exception tree::
 
@@ -192,3 +192,33 @@ async def load_jobs(db: Pool | Connection) -> list[Job]:
 async def delete_job(db: Pool | Connection, job_id: str) -> bool:
     """Forget a job; whether it was registered."""
     return await db.fetchval("DELETE FROM jobs WHERE id = $1 RETURNING id", job_id) is not None
+
+
+async def replace_discovered(pool: Pool, prefix: str, jobs: list[Job]) -> tuple[int, int]:
+    """Make the jobs whose id starts with ``prefix`` exactly ``jobs`` (a scheduler's running jobs):
+    upsert each, delete the others of that prefix, in one transaction. Jobs of other ids (registered
+    by hand or by another scheduler) are not touched. Returns (stored, removed)."""
+    assert all(j.id.startswith(prefix) for j in jobs)
+    async with pool.acquire() as conn, conn.transaction():
+        if jobs:
+            await conn.execute(
+                """INSERT INTO jobs (id, hosts, started_at, expected_days)
+                   SELECT j.id, string_to_array(j.hosts, E'\\x1f'), j.started_at, j.expected_days
+                   FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::float8[])
+                        AS j(id, hosts, started_at, expected_days)
+                   ON CONFLICT (id) DO UPDATE SET hosts = EXCLUDED.hosts, started_at = EXCLUDED.started_at,
+                                                  expected_days = EXCLUDED.expected_days
+                   WHERE (jobs.hosts, jobs.started_at, jobs.expected_days)
+                         IS DISTINCT FROM (EXCLUDED.hosts, EXCLUDED.started_at, EXCLUDED.expected_days)""",
+                [j.id for j in jobs],
+                ["\x1f".join(j.hosts) for j in jobs],
+                [j.started_at for j in jobs],
+                [j.expected_days for j in jobs],
+            )
+        removed = await conn.fetchval(
+            """WITH gone AS (DELETE FROM jobs WHERE starts_with(id, $1) AND NOT id = ANY($2::text[]) RETURNING 1)
+               SELECT count(*) FROM gone""",
+            prefix,
+            [j.id for j in jobs],
+        )
+    return len(jobs), int(removed)

@@ -42,9 +42,7 @@ def job_health(
     loss = max((o.efficiency_loss for o in touching), default=0.0)
     rails = sorted({r for o in touching for r in o.rails})
     # a host to drain, or one the circuit breaker left to a person, has lost its path: the job is hit
-    drained = any(
-        (o.action == "drain" or o.needs_review) and not hosts.isdisjoint(o.action_hosts) for o in touching
-    )
+    drained = any((o.action == "drain" or o.needs_review) and not hosts.isdisjoint(o.action_hosts) for o in touching)
     model = job_interruption(gpu_availability, gpus, job.remaining_days(now)) if gpus else 0.0
     return {
         "id": job.id,

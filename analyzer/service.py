@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from analyzer.actions import ActionPolicy, decide_all
-from analyzer.alerts import SyncResult, sync_alerts
+from analyzer.alertmanager import AlertmanagerPusher
+from analyzer.alerts import SyncResult, require_review, sync_alerts
 from analyzer.engine import Evaluation, context_for, evaluate
 from analyzer.incidents import Incident, Observation, correlate, hold_unconfirmed
 from analyzer.jobs import Job, job_health, load_jobs
+from analyzer.leader import LeaderElection
 from analyzer.objectives import Objective, evaluate_objectives
 from analyzer.observe import CollectionMemory, observe
 from analyzer.payloads import AlertRow, dumps
@@ -32,6 +34,7 @@ from analyzer.verdict import open_incidents
 from analyzer.webhooks import WebhookSender
 from config.model import Config
 from fabric.model import Fabric
+from schedulers.service import Schedulers
 from store.db import UNAVAILABLE_ERRORS, Connection, Pool
 
 log = logging.getLogger(__name__)
@@ -136,26 +139,26 @@ async def store_run(conn: Connection, ev: Evaluation, report: dict[str, Any]) ->
         )
 
 
-async def latest_report(conn: Connection) -> dict[str, Any] | None:
-    """The newest stored verdict."""
-    raw = await conn.fetchval("SELECT report FROM analyzer_runs ORDER BY time DESC LIMIT 1")
-    return None if raw is None else dict(json.loads(raw))
-
-
 class AnalyzerService:
-    """The analyzer loop and the webhook sender it feeds."""
+    """The analyzer loop, and the webhook sender and scheduler actions it feeds."""
 
     def __init__(self, config: Config, fabric: Fabric, pool: Pool) -> None:
         self.config = config
         self.fabric = fabric
         self.pool = pool
         self.sender = WebhookSender(pool, config.alerts.webhooks, max_attempts_4xx=config.alerts.max_attempts_4xx)
+        self.schedulers = Schedulers(config.schedulers, fabric.servers, pool, on_withheld=self._review_needed)
+        self.alertmanagers = AlertmanagerPusher.from_config(pool, config, fabric)
         self.last_report: dict[str, Any] | None = None
         self.last_sync: SyncResult | None = None
         self.rounds = 0
         self.failed_rounds = 0
         self.memory = CollectionMemory()
         self.first_seen: dict[str, datetime] = {}
+        #: The leader election while :meth:`run` runs with ``analyzer.leader_election``.
+        self.election: LeaderElection | None = None
+        self._running = False
+        self._terms = 0
 
     async def evaluate_once(
         self, now: datetime | None = None, *, alerts: bool = True, confirm: bool = True
@@ -180,9 +183,12 @@ class AnalyzerService:
                 evaluated_rules=rnd.ev.evaluated_rules | {"collection"},
                 unobserved=rnd.observation.unobserved | rnd.observation.starting,
                 drain_limit=rnd.drain_limit,
+                schedulers=self.schedulers.policies,
             )
             if result.deliveries:
                 self.sender.notify()
+            if result.actions:
+                self.schedulers.notify()
             self.last_sync = result
         async with self.pool.acquire() as conn:
             report = await round_report(conn, self.fabric, rnd, now)
@@ -195,6 +201,19 @@ class AnalyzerService:
         else:
             log.info("evaluation: %s, %s", what, result)
         return report
+
+    async def _review_needed(self, alert_id: int, reason: str) -> None:
+        """A scheduler's fleet breaker withheld a drain: the incident needs review, receivers hear it."""
+        result = await require_review(
+            self.pool,
+            alert_id,
+            reason,
+            webhooks=self.config.alerts.webhooks,
+            settings=self.config.alerts,
+            schedulers=self.schedulers.policies,
+        )
+        if result.deliveries:
+            self.sender.notify()
 
     async def drain_webhooks(self, timeout_s: float) -> int:
         """Send what is pending (for one-shot runs); return what is still pending after ``timeout_s``."""
@@ -222,24 +241,101 @@ class AnalyzerService:
         """
         return self.config.analyzer.thresholds.stale_intervals * collect_interval(self.config)
 
+    @property
+    def leader(self) -> bool:
+        """Whether this service acts as the leader now (for metrics): it holds the analyzer lock,
+        or it runs without ``analyzer.leader_election``."""
+        return self.election.leader if self.election is not None else self._running
+
+    @property
+    def transitions(self) -> int:
+        """Leadership changes since :meth:`run` started (for metrics)."""
+        return self.election.transitions if self.election is not None else 0
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Evaluate every ``interval_s`` until ``stop``; the sender runs beside."""
-        sender = asyncio.create_task(self.sender.run(), name="webhook-sender")
+        """Evaluate every ``interval_s`` until ``stop``; the sender runs beside. After every round,
+        warm-up and failed ones included, the stored incidents go to the Alertmanagers.
+
+        With ``analyzer.leader_election`` (analyzer/leader.py) all of that, the scheduler tasks
+        included, runs only while this process leads: it starts when the lock is won and is
+        cancelled at once when it is lost. The warm-up counts from this call, not from winning the
+        lock: a standby that has run for a warm-up takes over with alerts at once (the collectors
+        have been reporting all along); one started together with everything waits it out.
+        """
         loop = asyncio.get_running_loop()
         alerts_from = loop.time() + self.warmup_s()
+        if not self.config.analyzer.leader_election:
+            self._running = True
+            try:
+                await self._lead(stop, alerts_from, None)
+            finally:
+                self._running = False
+            return
+        election = self.election = LeaderElection(self.pool, self.config.analyzer.interval_s)
+        election.start()
         try:
             while not stop.is_set():
-                try:
-                    await self.evaluate_once(alerts=loop.time() >= alerts_from)
-                except UNAVAILABLE_ERRORS as exc:
-                    self.failed_rounds += 1
-                    log.warning("evaluation skipped, database unavailable: %s", exc)
-                except Exception:  # one bad round must not end the analyzer: log it, try the next
-                    self.failed_rounds += 1
-                    log.exception("evaluation failed; retrying next round")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.config.analyzer.interval_s)
+                if await _first(election.wait_leading(), stop):
+                    await self._lead(stop, alerts_from, election)
         finally:
-            sender.cancel()
+            await election.close()  # after the term's tasks stopped: the standby starts on a quiet system
+
+    async def _lead(self, stop: asyncio.Event, alerts_from: float, election: LeaderElection | None) -> None:
+        """One term as leader: rounds, sender, scheduler tasks and pushes until ``stop`` (the round
+        in progress finishes) or the lock is lost (everything is cancelled at once)."""
+        if self._terms:  # another leader evaluated meanwhile: what this process remembers is stale
+            self.first_seen.clear()
+            self.memory = CollectionMemory()
+        self._terms += 1
+        sender = asyncio.create_task(self.sender.run(), name="webhook-sender")
+        schedulers = asyncio.create_task(self.schedulers.run(), name="schedulers")
+        self.alertmanagers.start()
+        rounds = asyncio.create_task(self._rounds(stop, alerts_from, election), name="analyzer-rounds")
+        ends = [rounds]  # on stop, or on a round that found the lock gone
+        if election is not None:  # ... or as soon as the election loses it
+            ends.append(asyncio.create_task(election.wait_standby(), name="leadership-watch"))
+        tasks = [*ends, sender, schedulers]
+        deposed = False
+        try:
+            await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+            deposed = election is not None and not election.leader
+        finally:
+            for task in tasks:
+                task.cancel()  # the rounds have ended on stop; deposed, the one in progress is dropped
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            await self.alertmanagers.close(grace_s=0.0 if deposed else 1.0)
+        for result in results:  # a task's bug surfaces once every task has stopped
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                raise result
+
+    async def _rounds(self, stop: asyncio.Event, alerts_from: float, election: LeaderElection | None) -> None:
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            # a round starts only on a fresh check of the lock (a leader resumed after a freeze
+            # must not act on the lease it had before)
+            if election is not None and not await election.confirm():
+                return
+            try:
+                await self.evaluate_once(alerts=loop.time() >= alerts_from)
+            except UNAVAILABLE_ERRORS as exc:
+                self.failed_rounds += 1
+                log.warning("evaluation skipped, database unavailable: %s", exc)
+            except Exception:  # one bad round must not end the analyzer: log it, try the next
+                self.failed_rounds += 1
+                log.exception("evaluation failed; retrying next round")
+            self.alertmanagers.push(datetime.now(UTC))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.config.analyzer.interval_s)
+
+
+async def _first(waiter: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:
+    """Wait for ``waiter`` or ``stop``; whether ``waiter`` came first (and ``stop`` is not set)."""
+    tasks = [asyncio.ensure_future(waiter), asyncio.ensure_future(stop.wait())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await sender
+                await task
+    return tasks[0].done() and not tasks[0].cancelled() and not stop.is_set()

@@ -7,6 +7,10 @@ query is most of an evaluation's time). A 16,384-GPU fabric is
 ~82K ports, so this is ~82K small Python objects per evaluation: fine, and the only per-port
 allocation the capacity checks make.
 
+Rows stamped after ``ctx.now`` are not read: a switch whose clock runs ahead (within
+``collector.max_clock_skew_s``, which the collector lets through) must not report a "latest"
+status or rate from the future; its rows count once their time comes.
+
 A sample that arrives late (a busy collector, a slow flush) must not make a switch vanish from
 the capacity checks, which skip a switch with a cabled port missing rather than guess. So the
 switches with cabled ports missing from the window get a second, narrow query that reaches back
@@ -46,7 +50,7 @@ SELECT switch, port,
        avg(out_bps)             AS out_bps,
        max(time)                AS last_time
 FROM port_counters
-WHERE time > $1
+WHERE time > $1 AND time <= $2
 GROUP BY switch, port
 """
 
@@ -58,7 +62,7 @@ SELECT switch, port,
        last(out_bps, time)      AS out_bps,
        max(time)                AS last_time
 FROM port_counters
-WHERE switch = ANY($1::text[]) AND time > $2
+WHERE switch = ANY($1::text[]) AND time > $2 AND time <= $3
 GROUP BY switch, port
 """
 
@@ -82,11 +86,11 @@ async def port_snapshot(conn: Connection, ctx: CheckContext) -> Snapshot:
     """Every port seen in the window (memoized for the evaluation)."""
     if ctx.results.ports is not None:
         return ctx.results.ports
-    rows = await conn.fetch(_SQL, ctx.now - timedelta(seconds=SNAPSHOT_INTERVALS * ctx.collect_interval_s))
+    rows = await conn.fetch(_SQL, ctx.now - timedelta(seconds=SNAPSHOT_INTERVALS * ctx.collect_interval_s), ctx.now)
     snap: Snapshot = {(r["switch"], r["port"]): _port_now(r) for r in rows}
     if late := incomplete_switches(ctx.fabric, snap):
         reach = timedelta(seconds=ctx.thresholds.stale_intervals * ctx.collect_interval_s)
-        for r in await conn.fetch(_LATE_SQL, late, ctx.now - reach):
+        for r in await conn.fetch(_LATE_SQL, late, ctx.now - reach, ctx.now):
             snap.setdefault((r["switch"], r["port"]), _port_now(r))
     ctx.results.ports = snap
     return snap

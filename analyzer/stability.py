@@ -43,7 +43,10 @@ storms in :mod:`analyzer.pfc`. Semantics, where the spec is silent:
 * **Freshness** (``stale_switch``, critical): an inventory switch with no ``port_counters``
   sample in the last ``stale_intervals x collect_interval_s`` (or never), or whose latest
   reachability state is neither ``connected`` nor a ``connecting`` younger than that (start-up
-  grace). Its blast radius is everything under it.
+  grace). Its blast radius is everything under it. A switch whose clock its collector measured
+  behind ours (``switch_clocks``, within ``collector.max_clock_skew_s``: beyond it the collector
+  corrects the timestamps) has that much added to its newest sample's time: a clock 20 s slow is
+  not a silent switch.
 """
 
 from __future__ import annotations
@@ -187,6 +190,13 @@ _REACH_SQL = """
 SELECT DISTINCT ON (switch) switch, time, state, detail FROM switch_reachability
 WHERE time <= $1 ORDER BY switch, time DESC
 """
+# Switches whose clock is behind ours by less than collector.max_clock_skew_s (beyond it the
+# collector corrects their timestamps): their newest sample looks that much older than it is.
+_SLOW_CLOCKS_SQL = """
+SELECT switch, -skew_s AS behind_s FROM switch_clocks
+WHERE NOT corrected AND skew_s < 0 AND updated_at > $1::timestamptz - make_interval(secs => $2::float8)
+  AND updated_at <= $1::timestamptz
+"""
 _LAST_SEEN_SQL = """
 SELECT k.switch, max(s.last) AS last
 FROM unnest($1::text[], $2::text[]) AS k(switch, port)
@@ -249,10 +259,11 @@ async def check_freshness(conn: Connection, ctx: CheckContext) -> list[Finding]:
     for switch, t in (await _last_seen(conn, ctx, missing)).items() if missing else ():
         seen[switch] = max(t, seen.get(switch, t))
     reach = {r["switch"]: r for r in await conn.fetch(_REACH_SQL, ctx.now)}
+    behind = {r["switch"]: r["behind_s"] for r in await conn.fetch(_SLOW_CLOCKS_SQL, ctx.now, 2 * stale_after)}
     findings: list[Finding] = []
     for switch in ctx.fabric.switches:
         last, state = seen.get(switch), reach.get(switch)
-        silent = last is None or last <= fresh_since
+        silent = last is None or last + timedelta(seconds=behind.get(switch, 0.0)) <= fresh_since
         cut_off = (
             state is not None
             and state["state"] != "connected"

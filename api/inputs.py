@@ -108,6 +108,13 @@ class AlertsQuery(PageQuery):
     state: Literal["firing", "resolved", "all"] = "firing"
 
 
+class ActionsQuery(PageQuery):
+    incident: Annotated[int, Field(ge=1, le=2**63 - 1), BeforeValidator(_whole)] | None = Field(
+        None, description="only this incident's actions"
+    )
+    status: Literal["pending", "done", "failed", "withheld", "dry_run"] | None = None
+
+
 class AlertPath(Query):
     id: Annotated[int, Field(ge=1, le=2**63 - 1), BeforeValidator(_whole)]
 

@@ -1,8 +1,9 @@
 """Fabric-wide figures the API keeps in memory between requests.
 
 * :class:`SwitchStates`: every switch's live state (ports up and reporting, last sample,
-  reachability) from one query over the newest sampling interval, recomputed at most every
-  ``ttl_s`` and by one request at a time (the others wait for it). A switch list is then a slice
+  reachability, its clock as its collector reports it) from one query over the newest sampling
+  interval up to now (a row stamped in the future is read once its time comes), recomputed at
+  most every ``ttl_s`` and by one request at a time (the others wait for it). A switch list is then a slice
   of memory, whatever the load: at 16,384 GPUs the query reads ~82K rows, so answering it per
   request would let a dashboard wall saturate the database.
 * :class:`Placement`: where a job's hosts sit (their leaf per rail) and how many spines each
@@ -15,11 +16,15 @@ import asyncio
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from fabric.errors import TopologyError
 from fabric.model import Fabric, Role
 from store.db import Pool, Record
+
+#: The newest sample up to now: a switch whose clock runs ahead must not move "now" into the future
+#: (and empty every other switch's window); the collector bounds such times, readers bound them too.
+NEWEST_SQL = "SELECT time FROM port_counters WHERE time <= $1 ORDER BY time DESC LIMIT 1"
 
 _STATES_SQL = """
 WITH w AS (
@@ -33,15 +38,17 @@ agg AS (
 total AS (SELECT switch, count(*) AS n FROM ports GROUP BY switch),
 reach AS (
     SELECT DISTINCT ON (switch) switch, reachable, state, time, detail
-    FROM switch_reachability ORDER BY switch, time DESC
+    FROM switch_reachability WHERE time <= $3 ORDER BY switch, time DESC
 )
 SELECT s.name, s.role, s.grp, s.rail, s.plane, s.known, a.last_sample, coalesce(a.up, 0) AS up,
        coalesce(a.reporting, 0) AS reporting, coalesce(t.n, 0) AS total,
-       r.reachable, r.state, r.time AS since, r.detail
+       r.reachable, r.state, r.time AS since, r.detail,
+       c.skew_s AS clock_skew_s, c.corrected AS clock_corrected, c.replaced AS clock_replaced
 FROM switches s
 LEFT JOIN agg a ON a.switch = s.name
 LEFT JOIN total t ON t.switch = s.name
 LEFT JOIN reach r ON r.switch = s.name
+LEFT JOIN switch_clocks c ON c.switch = s.name
 ORDER BY CASE s.role WHEN 'leaf' THEN 1 WHEN 'spine' THEN 2 WHEN 'superspine' THEN 3 ELSE 4 END,
          s.grp, s.rail, s.idx, s.name
 """
@@ -87,10 +94,11 @@ class SwitchStates:
 
     async def _compute(self) -> SwitchSnapshot:
         taken = time.monotonic()
+        now = datetime.now(UTC)
         async with self.pool.acquire() as conn:
-            end = await conn.fetchval("SELECT time FROM port_counters ORDER BY time DESC LIMIT 1")
+            end = await conn.fetchval(NEWEST_SQL, now)
             start = None if end is None else end - timedelta(seconds=self.window_s)
-            rows = await conn.fetch(_STATES_SQL, start, end)
+            rows = await conn.fetch(_STATES_SQL, start, end, now)
         return SwitchSnapshot(taken, start, end, list(rows), {r["name"]: r for r in rows})
 
 

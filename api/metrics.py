@@ -17,7 +17,10 @@ in tests, never collide). It holds
   (:meth:`WebhookOutboxCollector.refresh`, one small indexed query), not from a sender's memory:
   the analyzer that sends usually runs in another process, and the table is what every sender
   shares and what survives restarts;
-* whatever extra collectors the caller passes (``fabricmon run`` adds the collector's).
+* :class:`SchedulerActionsCollector`: ``fabricmon_scheduler_actions{scheduler,status}``, the
+  scheduler actions table by status, read the same way;
+* whatever extra collectors the caller passes (``fabricmon run`` adds the collector's and the
+  analyzer's, :mod:`analyzer.metrics`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from analyzer.outbox import outbox_counts, unique_webhooks, webhook_key
 from analyzer.payloads import redact_url
 from api.cache import ReportCache
 from api.problems import Handler
+from schedulers.outbox import STATUSES, status_counts
 from store.db import UNAVAILABLE_ERRORS, Pool, PostgresError
 
 STATUS_VALUE = {"healthy": 0, "degraded": 1, "critical": 2}
@@ -175,6 +179,36 @@ class WebhookOutboxCollector(Collector):
         yield from (failed, pending)
 
 
+class SchedulerActionsCollector(Collector):
+    """Scheduler actions by status (``fabricmon_scheduler_actions{scheduler,status}``), read from
+    ``scheduler_actions`` on each scrape like the webhook outbox: ``failed`` only grows (a drain or
+    resume given up), ``pending`` is what waits for the scheduler, ``withheld`` what a circuit
+    breaker left to a person."""
+
+    def __init__(self) -> None:
+        self._counts: list[tuple[str, str, int]] | None = None
+        self.read_errors = 0
+
+    async def refresh(self, pool: Pool) -> None:
+        try:
+            async with asyncio.timeout(OUTBOX_TIMEOUT_S):
+                self._counts = await status_counts(pool)
+        except (*UNAVAILABLE_ERRORS, PostgresError, TimeoutError):
+            self.read_errors += 1
+
+    def collect(self) -> Iterator[Metric]:
+        if self._counts is None:
+            return
+        family = GaugeMetricFamily(
+            "fabricmon_scheduler_actions", "stored scheduler actions by status", labels=["scheduler", "status"]
+        )
+        seen = {(sched, status): n for sched, status, n in self._counts}
+        for sched in sorted({sched for sched, _ in seen}):
+            for status in STATUSES:
+                family.add_metric([sched, status], seen.get((sched, status), 0))
+        yield family
+
+
 def _slo(objectives: Iterable[dict[str, object]]) -> Iterator[Metric]:
     current = GaugeMetricFamily("fabricmon_slo_current", "the objective's measured value", labels=["objective"])
     target = GaugeMetricFamily("fabricmon_slo_target", "the objective's target", labels=["objective"])
@@ -217,6 +251,8 @@ class ApiMetrics:
         self.registry.register(FabricCollector(cache))
         self.outbox = WebhookOutboxCollector()
         self.registry.register(self.outbox)
+        self.actions = SchedulerActionsCollector()
+        self.registry.register(self.actions)
         for collector in extra:
             self.registry.register(collector)
 

@@ -116,6 +116,17 @@ class SwitchOut(Model):
     ports_up: int
     ports_reporting: int
     ports_total: int
+    clock_skew_s: float | None = Field(
+        description="the switch's clock minus the collector's receive time, seconds (positive: ahead), as its "
+        "collector last reported it; null: not reported",
+    )
+    clock_corrected: bool | None = Field(
+        description="true while its timestamps are replaced by receive time (off by more than "
+        "collector.max_clock_skew_s); null: not reported",
+    )
+    clock_replaced: int | None = Field(
+        description="readings whose timestamp its collector replaced, since that collector started"
+    )
 
 
 class Window(Model):
@@ -310,6 +321,29 @@ class AlertOut(Model):
 class AlertList(Page):
     state: Literal["firing", "resolved", "all"]
     items: list[AlertOut]
+
+
+class ActionOut(Model):
+    """A scheduler action taken, pending or withheld (schedulers/outbox.py)."""
+
+    id: str
+    time: datetime = Field(description="when the incident transition stored it")
+    incident: int | None
+    scheduler: str
+    action: Literal["drain", "resume", "checkpoint"]
+    status: Literal["pending", "done", "failed", "withheld", "dry_run"]
+    hosts: list[str] = Field(description="fabric servers the incident named")
+    nodes: list[str] = Field(description="scheduler nodes acted on (or that would be, in a dry run)")
+    reason: str
+    commands: list[str] = Field(description="what was run, or would be in a dry run")
+    result: dict[str, Any] | None = Field(description="per host: what happened and why")
+    attempts: int = Field(ge=0)
+    last_error: str | None
+    done_at: datetime | None
+
+
+class ActionList(Page):
+    items: list[ActionOut]
 
 
 class IncidentEventOut(Model):

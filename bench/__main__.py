@@ -23,6 +23,7 @@ from bench import (
     gnmi_collector,
     sim_scale,
     snmp_collector,
+    spool_io,
     topology_build,
     writer_copy,
 )
@@ -56,6 +57,7 @@ async def _main(names: list[str]) -> dict[str, Any]:
 BENCHMARKS = {
     "topology": topology_build.run,
     "writer": writer_copy.run,
+    "spool": spool_io.run,
     "sim": sim_scale.run,
     "gnmi_collector": gnmi_collector.run,
     "collect_e2e": collect_e2e.run,

@@ -70,6 +70,7 @@ def _result(values: int, cpu_s: float, wall_s: float, **extra: Any) -> dict[str,
 class _CountingSink:
     def __init__(self) -> None:
         self.readings = 0
+        self.invalid = 0
         self.states: dict[str, TargetState] = {}
 
     async def put_ports(self, readings: Sequence[PortReading]) -> None:
@@ -82,7 +83,7 @@ class _CountingSink:
         self.states[switch] = state
 
     def count_invalid(self, switch: str, what: str, n: int = 1) -> None:
-        pass
+        self.invalid += n
 
 
 async def consume_ours(address: str, switches: list[str], interval_s: float, window_s: float) -> dict[str, Any]:
@@ -106,7 +107,7 @@ async def consume_ours(address: str, switches: list[str], interval_s: float, win
             t1 - t0,
             readings=r1 - r0,
             first_sync_s=round(sync_s, 2),
-            invalid=sum(collector.stats.invalid.values()),
+            invalid=sink.invalid,
         )
     finally:
         task.cancel()

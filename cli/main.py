@@ -82,6 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
 def _setup_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if level > logging.DEBUG:
+        # asyncpg's pool logs a traceback on every reconnect attempt of a database outage; the
+        # writers say it once. One line each, the traceback only with -vv.
+        logging.getLogger("asyncpg.pool").addFilter(_one_line)
+
+
+def _one_line(record: logging.LogRecord) -> bool:
+    """A log filter: the exception's last line instead of its traceback."""
+    if record.exc_info and record.exc_info[1] is not None:
+        exc = record.exc_info[1]
+        record.msg, record.args = f"{record.getMessage()}: {type(exc).__name__}: {exc}", ()
+        record.exc_info, record.exc_text = None, None
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

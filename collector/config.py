@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from collector.clock import DEFAULT_MAX_CLOCK_SKEW_S
 from collector.counters import PFC_HEARTBEAT_S
 from config.base import Section, check_hostport
 
@@ -75,27 +77,42 @@ class TargetConfig(Section):
 
 
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
+#: The most shard workers one ``fabricmon collect --workers`` runs.
+MAX_WORKERS = 64
 
 
 class CollectorConfig(Section):
     """How often and how hard the collectors work."""
+
+    removed_keys: ClassVar[Mapping[str, str]] = {
+        "queue_rows": "it was never read; the writer's buffer is database.writer.max_pending_rows",
+        "stale_intervals": "it was never read; the stale_switch alarm uses analyzer.thresholds.stale_intervals",
+    }
 
     gnmi_interval_s: float = Field(10.0, gt=0, le=3600)
     snmp_interval_s: float = Field(60.0, gt=0, le=86400)
     gnmi_mode: Literal["stream", "poll"] = "stream"
     snmp_concurrency: int = Field(64, ge=1, le=10_000)
     gnmi_concurrency: int = Field(1024, ge=1, le=100_000)
-    queue_rows: int = Field(50_000, ge=100)
     #: ``"I/N"``: this process collects the I-th of N deterministic shards of the targets.
     shard: str | None = None
+    #: ``fabricmon collect`` runs this many shard workers (child processes, one per shard) under one
+    #: supervisor with one /metrics; ``auto``: the usable cores minus one, at least 1. None: one
+    #: process collects everything (or the ``shard`` above). ``--workers`` overrides it; ``--shard``
+    #: (how each worker is started) ignores it. See collector/workers.py.
+    workers: int | Literal["auto"] | None = None
     #: ``host:port`` for a Prometheus /metrics endpoint of ``fabricmon collect`` (off by default;
     #: ``fabricmon run`` serves the collector's metrics on the API's /metrics instead).
     metrics_listen: str | None = None
-    #: Seconds without a reading after which a connected target is marked stale (x interval).
-    stale_intervals: float = Field(3.0, ge=1)
     #: PFC rows are stored when a pause counter moved, for the sample after, and at least this
     #: often per port (seconds); 0 stores every sample (eight rows per port per interval).
     pfc_heartbeat_s: float = Field(PFC_HEARTBEAT_S, ge=0, le=86400)
+    #: A device timestamp further than this from receive time is not trusted: the switch's readings
+    #: are placed at receive time (by a learned offset, so their intervals stay exact) and counted
+    #: (``fabricmon_collector_clock_skew_seconds``, ``/v1/switches/{name}``); see collector/clock.py.
+    #: At least 5 s: readings reach the check up to ~2 s after they arrived, so a tighter bound
+    #: would take good clocks for bad ones.
+    max_clock_skew_s: float = Field(DEFAULT_MAX_CLOCK_SKEW_S, ge=5, le=86400)
 
     @field_validator("shard")
     @classmethod
@@ -106,3 +123,16 @@ class CollectorConfig(Section):
         if not match or not 0 <= int(match.group(1)) < int(match.group(2)):
             raise ValueError(f"shard must be 'I/N' with 0 <= I < N, got {value!r}")
         return value
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, value: object) -> object:
+        if value is None or value == "auto":
+            return value
+        try:
+            count = int(str(value))
+        except ValueError:
+            count = 0
+        if isinstance(value, bool) or not 1 <= count <= MAX_WORKERS:
+            raise ValueError(f"workers must be 1 to {MAX_WORKERS} or 'auto', got {value!r}")
+        return count

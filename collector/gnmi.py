@@ -6,7 +6,9 @@ needs two, COUNTERS_DB and APPL_DB). Streams share one ``grpc.aio`` channel per 
 (address, TLS, credentials): the simulator serves every switch on one address, a real switch
 has an address of its own. Each stream (:mod:`collector.gnmi_stream`) decodes on the hot path
 (:mod:`collector.gnmi_decode`), reconnects with gRPC's backoff schedule and reports its state;
-a switch's state is its worst stream's, sent to ``sink.set_state`` on every change.
+a switch's state is its worst stream's, sent to ``sink.set_state`` on every change. A stream is
+given a :class:`collector.gnmi_settings.StreamSettings`; values it skips as invalid are counted by
+the sink alone (``sink.count_invalid``).
 
 The collector owns every task it starts: :meth:`GnmiCollector.run` returns (or raises
 CancelledError) only after all of them have ended and the channels are closed.
@@ -30,12 +32,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from functools import partial
 
 import grpc
 
 from collector.config import CollectorConfig, TlsConfig
 from collector.gnmi_decode import StreamDecoder
+from collector.gnmi_settings import GnmiStats, GnmiTuning, StreamSettings
 from collector.gnmi_stream import ChannelError, GnmiStream, subscribe_request
 from collector.gnmi_values import PortState, Resolver
 from collector.profiles import Subscription, load_profile
@@ -49,55 +52,6 @@ _SEVERITY = {
     TargetState.UNREACHABLE: 3,
     TargetState.ERROR: 4,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class GnmiTuning:
-    """Knobs with sensible defaults; tests shorten the backoff."""
-
-    backoff_initial_s: float = 1.0
-    backoff_multiplier: float = 1.6
-    backoff_jitter: float = 0.2
-    backoff_max_s: float = 120.0
-    #: A SAMPLE stream silent this many intervals is STALE ...
-    stale_intervals: float = 3.0
-    #: ... and this many, resubscribed (0: never).
-    idle_resubscribe_intervals: float = 10.0
-    #: The first response must come within this (None: the target's ``timeout_s``, at least 10 s).
-    first_response_timeout_s: float | None = None
-    #: Quiet time after which completed readings are handed over (a full batch goes at once).
-    flush_idle_s: float = 0.02
-    batch_readings: int = 512
-    #: On cancellation, how long a stream may spend handing over its last readings.
-    drain_timeout_s: float = 2.0
-    max_message_bytes: int = 64 << 20
-    channel_max_message_bytes: int = 256 << 20
-    keepalive_time_s: float = 30.0
-    keepalive_timeout_s: float = 10.0
-
-
-@dataclass(slots=True)
-class SwitchStats:
-    """One switch, as the collector sees it."""
-
-    state: TargetState = TargetState.CONNECTING
-    detail: str | None = None
-    last_seen_ns: int | None = None  # wall clock of the last data handed over
-    values: int = 0
-
-
-@dataclass(slots=True)
-class GnmiStats:
-    """Monotonic counters (rates are their differences over time) and per-switch state."""
-
-    values: int = 0  # leaf values decoded into readings
-    notifications: int = 0
-    responses: int = 0
-    readings: int = 0  # PortReadings handed to the sink
-    ignored: int = 0  # values of leaves the profile does not want
-    reconnects: int = 0
-    invalid: dict[str, int] = field(default_factory=dict)  # skipped values by kind (gnmi_decode)
-    switches: dict[str, SwitchStats] = field(default_factory=dict)
 
 
 _ChannelKey = tuple[str, bool, str, str, str, str, str, str]
@@ -166,11 +120,10 @@ def _credentials(tls: TlsConfig) -> grpc.ChannelCredentials:
 class _Switch:
     """A switch's streams; its state is the worst of theirs."""
 
-    def __init__(self, name: str, sink: Sink, stats: SwitchStats) -> None:
+    def __init__(self, name: str, sink: Sink) -> None:
         self.name = name
         self.streams: list[GnmiStream] = []
         self._sink = sink
-        self._stats = stats
         self._reported: tuple[TargetState, str | None] | None = None
 
     def update(self) -> None:
@@ -178,7 +131,6 @@ class _Switch:
         now = (worst.state, worst.detail)
         if now != self._reported:
             self._reported = now
-            self._stats.state, self._stats.detail = now
             self._sink.set_state(self.name, *now)
 
 
@@ -206,8 +158,7 @@ class GnmiCollector:
                 continue
             profile = load_profile(t.profile)  # a bad profile is a config error: raise now
             resolver = resolvers.get(t.profile) or resolvers.setdefault(t.profile, Resolver(profile))
-            stats = self.stats.switches[t.switch] = SwitchStats()
-            sw = _Switch(t.switch, sink, stats)
+            sw = _Switch(t.switch, sink)
             ports: dict[str, PortState] = {}
             for target, subs in profile.streams(t.gnmi_target, t.switch).items():
                 sw.streams.append(self._stream(t, sw, resolver, ports, target, subs))
@@ -224,16 +175,11 @@ class GnmiCollector:
     ) -> GnmiStream:
         profile, tune, interval = resolver.profile, self._tuning, self._config.gnmi_interval_s
         poll = self._config.gnmi_mode == "poll"
-        stream: GnmiStream
-
-        def invalid(what: str, n: int) -> None:
-            stream.count_invalid(what, n)
-
         decoder = StreamDecoder(
             t.switch,
             resolver,
             ports,
-            invalid,
+            partial(self._sink.count_invalid, t.switch),  # skipped values: counted by the sink alone
             max_message_bytes=tune.max_message_bytes,
             owns_lldp=profile.covers_lldp(subs),
         )
@@ -241,26 +187,27 @@ class GnmiCollector:
         if t.username is not None:
             metadata.append(("username", t.username))
             metadata.append(("password", t.password.get_secret_value() if t.password is not None else ""))
-        first = tune.first_response_timeout_s or max(t.timeout_s, 10.0)
-        stream = GnmiStream(
+        settings = StreamSettings(
             switch=t.switch,
             target=target,
             request=subscribe_request(profile, target, subs, interval, poll),
-            decoder=decoder,
-            channel=lambda: self._channels.get(t),
-            metadata=metadata,
-            sink=self._sink,
-            stats=self.stats,
-            tuning=tune,
+            metadata=tuple(metadata),
             interval_s=interval,
             sampled=poll or any(s.mode == "sample" for s in subs),
             poll=poll,
-            first_timeout_s=first,
+            first_timeout_s=tune.first_response_timeout_s or max(t.timeout_s, 10.0),
             tls=t.tls.enabled,
+            tuning=tune,
+        )
+        return GnmiStream(
+            settings,
+            decoder=decoder,
+            channel=lambda: self._channels.get(t),
+            sink=self._sink,
+            stats=self.stats,
             limit=self._limit,
             on_state=sw.update,
         )
-        return stream
 
     async def run(self) -> None:
         """Collect until cancelled; every task started here has ended when this returns."""
@@ -291,4 +238,4 @@ class GnmiCollector:
                     s.set_state(TargetState.STALE, f"no update for {quiet:.0f} s (expected every {interval:g} s)")
 
 
-__all__ = ["GnmiCollector", "GnmiStats", "GnmiTuning", "SwitchStats"]
+__all__ = ["GnmiCollector", "GnmiStats", "GnmiTuning"]

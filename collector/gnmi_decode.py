@@ -5,7 +5,12 @@ A :class:`StreamDecoder` belongs to one Subscribe stream. It receives the raw re
 handle, not the channel's) and assembles one reading per (interface, notification timestamp):
 counters not in the notification stay None, ``oper_up``/``speed_bps`` carry the port's last
 known value (they are ON_CHANGE), PFC per priority fills ``pfc_rx``/``pfc_tx``. LLDP updates
-and deletes edit a per-port neighbour table, reported whole after each change.
+and deletes edit a per-port neighbour table, reported whole after each change. A delete of an
+interface (a path the profile's ``removed_on_delete`` names: the interface, its ``state``, its
+``oper-status``; SONiC's table key) is a reading with ``oper_up`` False and ``removed`` True at
+the notification's timestamp, and the port's decoder state is forgotten, so a re-added
+interface starts clean. Within a notification, deletes are applied before updates (gNMI spec
+§3.5.2.3: a delete plus updates of the same node replaces it; the port is then not removed).
 
 Speed comes from not building a Python object per value:
 
@@ -27,9 +32,11 @@ kinds of :mod:`collector.gnmi_values`.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped, unused-ignore]
@@ -38,9 +45,10 @@ from pygnmi.spec.v080 import gnmi_pb2
 from collector.gnmi_values import (
     BAD_JSON,
     MALFORMED,
+    NEGATIVE,
+    NOT_A_NUMBER,
     OUT_OF_RANGE,
     OVERSIZE,
-    U64,
     UNKNOWN,
     UNKNOWN_PATH,
     WRONG_TYPE,
@@ -59,7 +67,6 @@ from collector.gnmi_values import (
     to_status,
     to_text,
     to_uint,
-    varint,
 )
 from collector.profiles import (
     LAST_CHANGE,
@@ -70,10 +77,14 @@ from collector.profiles import (
     PFC_TX_TOTAL,
     ROW_LEN,
     Elem,
+    Family,
     Kind,
     Leaf,
+    format_path,
+    strip_module,
 )
 from collector.records import COUNTER_FIELDS, LldpReading, PortReading
+from wire.protobuf import U64_MAX, varint
 
 _MAX_CACHE = 500_000
 _N = len(COUNTER_FIELDS)
@@ -85,6 +96,8 @@ _ORDER += ("pfc_rx", "pfc_tx", "pfc_rx_total", "pfc_tx_total", "last_clear_ns", 
 if tuple(f.name for f in fields(PortReading))[: len(_ORDER)] != _ORDER:  # pragma: no cover
     raise ImportError("collector.records.PortReading changed its field order; update gnmi_decode")
 _reading = cast(Callable[..., PortReading], PortReading)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})")
 
 
 class _Prefix:
@@ -127,11 +140,16 @@ class StreamDecoder:
         self._max = max_message_bytes
         self._owns_lldp = owns_lldp
         self._prefixes: dict[bytes, _Prefix] = {}
+        self._received_ns = 0
+        self._oper_seen: set[str] = set()
+        self._speed_seen: set[str] = set()
         self._pending: dict[str, list[int | None]] = {}
         self._ts = -1
         self._lldp_dirty: set[str] = set()
         self._lldp_before: set[str] | None = None
         self._lldp_seen: set[str] = set()
+        self._removed: dict[str, list[int | None]] = {}  # port → its row before the delete, this group
+        self._empty_families = tuple(f for f in self._profile.families if f.empty_is_delete)
 
     # -- stream events ----------------------------------------------------------------------
 
@@ -172,7 +190,7 @@ class StreamDecoder:
     @property
     def pending(self) -> bool:
         """Whether a group is open (readings that wait for their timestamp to complete)."""
-        return bool(self._pending or self._lldp_dirty)
+        return bool(self._pending or self._lldp_dirty or self._removed)
 
     def take(self) -> tuple[list[PortReading], list[LldpReading]]:
         """The completed readings, handed over (the lists are replaced)."""
@@ -183,8 +201,15 @@ class StreamDecoder:
     def close_group(self) -> None:
         """Turn the open timestamp's rows into readings."""
         ts, sw, states = self._ts, self.switch, self._ports
+        first_port, first_lldp = len(self.ready_ports), len(self.ready_lldp)
+        if self._removed:
+            self._close_removed()
         if self._pending:
             out = self.ready_ports
+            # A reading carries status and speed only when its notifications reported them:
+            # counter hygiene keeps the port's state, and a carried value would be an
+            # "observation" at a time the switch did not say it (collector/counters.py).
+            oper_seen, speed_seen = self._oper_seen, self._speed_seen
             for port, row in self._pending.items():
                 st = states.get(port) or self._state(port)
                 change = row[LAST_CHANGE]
@@ -197,8 +222,8 @@ class StreamDecoder:
                         sw,
                         port,
                         ts,
-                        st.oper,
-                        st.speed,
+                        st.oper if port in oper_seen else None,
+                        st.speed if port in speed_seen else None,
                         *row[:_N],
                         pfc_row(row[PFC_RX:PFC_TX], st.pfc_rx),
                         pfc_row(row[PFC_TX:], st.pfc_tx),
@@ -210,12 +235,20 @@ class StreamDecoder:
                     )
                 )
             self._pending = {}
+        self._oper_seen.clear()
+        self._speed_seen.clear()
         if self._lldp_dirty:
             for port in sorted(self._lldp_dirty):
                 table = states[port].lldp
                 neighbors = tuple(lldp_neighbor(table[nid]) for nid in sorted(table, key=neighbor_order))
                 self.ready_lldp.append(LldpReading(sw, port, ts, neighbors))
             self._lldp_dirty = set()
+        # when the group's first notification arrived: the clock guard's "receive time"
+        recv = self._received_ns
+        for r in self.ready_ports[first_port:]:
+            r.received_ns = recv
+        for t in self.ready_lldp[first_lldp:]:
+            t.received_ns = recv
 
     # -- notifications ----------------------------------------------------------------------
 
@@ -224,19 +257,20 @@ class StreamDecoder:
         if ts <= 0:
             ts = time.time_ns()
         if ts != self._ts:
-            if self._pending or self._lldp_dirty:
+            if self._pending or self._lldp_dirty or self._removed:
                 self.close_group()
             self._ts = ts
+            self._received_ns = time.time_ns()
         self.notifications += 1
         raw_prefix = note.prefix
         ctx = self._prefixes.get(raw_prefix) or self._prefix(raw_prefix)
+        if note.delete:  # before the updates: delete + update of one node is a replace
+            self._deletes(ctx, note.delete)
         if ctx.port is not None:
             self._fast(ctx, ctx.port, note.update)
         else:
             for u in note.update:
                 self._slow(ctx, u)
-        if note.delete:
-            self._deletes(ctx, note.delete)
 
     def _fast(self, ctx: _Prefix, port: str, updates: Sequence[bytes]) -> None:
         keys: list[bytes] = []
@@ -297,8 +331,14 @@ class StreamDecoder:
         except DecodeError:
             self._invalid(MALFORMED, 1)
             return
-        if len(upd.path.element) or not upd.HasField("val"):  # deprecated string paths / Value
-            self._invalid(UNKNOWN_PATH if len(upd.path.element) else WRONG_TYPE, 1)
+        if len(upd.path.element):  # the deprecated string path
+            self._invalid(UNKNOWN_PATH, 1)
+            return
+        if not upd.HasField("val"):
+            if len(upd.path.elem):
+                self._invalid(WRONG_TYPE, 1)  # a path without a value (or with the deprecated Value)
+            else:
+                self.ignored += 1  # an empty Update: Huawei VRP sends one beside its deletes (telegraf#17412)
             return
         val = upd.val
         which = val.WhichOneof("value")
@@ -314,6 +354,8 @@ class StreamDecoder:
                 flatten(elems, doc, self._profile.list_keys, out)
                 for sub, leaf_value in out:
                     self._resolve_store(sub, leaf_value)
+                if self._empty_families and isinstance(doc, dict):
+                    self._empty_members(elems, doc)
                 return
             self._resolve_store(elems, doc)
             return
@@ -341,15 +383,19 @@ class StreamDecoder:
                     return
                 if kind is Kind.COUNTER or kind is Kind.TIMETICKS:
                     number = to_uint(value) * leaf.scale
-                    if number > U64:
+                    if number > U64_MAX:
                         raise Bad(OUT_OF_RANGE)
                     self._row(port)[leaf.index] = number
                 elif kind is Kind.STATUS:
-                    (self._ports.get(port) or self._state(port)).oper = to_status(value)
+                    (self._ports.get(port) or self._state(port)).oper = to_status(leaf.word(value))
                     self._row(port)
+                    self._oper_seen.add(port)
                 elif kind is Kind.SPEED:
-                    (self._ports.get(port) or self._state(port)).speed = to_speed(value, leaf.scale)
+                    (self._ports.get(port) or self._state(port)).speed = to_speed(leaf.word(value), leaf.scale)
                     self._row(port)
+                    self._speed_seen.add(port)
+                elif kind is Kind.DATETIME:
+                    self._row(port)[leaf.index] = datetime_ns(value)
                 else:
                     self._lldp_set(port, leaf, to_text(value))
         except Bad as bad:
@@ -400,25 +446,126 @@ class StreamDecoder:
             except DecodeError:
                 self._invalid(MALFORMED, 1)
                 continue
-            found = self._profile.match(elems)
-            if found is None or not found[0].lldp:
-                continue  # a vanished counter or interface: nothing to report
-            fam, port, rest = found
-            table = self._state(port).lldp
-            key, caps = fam.normalize(rest)
-            spec = fam.leaves.get(key)
-            if spec is not None:
-                leaf = spec.bind(caps)
-                entry = table.get(leaf.neighbor) if leaf is not None else None
-                if leaf is None or entry is None:
-                    continue
-                entry.pop(leaf.field, None)
-                if not entry:
-                    del table[leaf.neighbor]
-            elif key in fam.ignore:
+            self._delete(elems)
+
+    def _delete(self, elems: tuple[Elem, ...], *, empty: bool = False) -> None:
+        """A deleted path (``empty``: a JSON member that is ``{}``): an LLDP change or a removed port."""
+        found = self._profile.match(elems)
+        if found is None:
+            return
+        fam, port, rest = found
+        if empty and not fam.empty_is_delete:
+            return
+        if fam.lldp:
+            self._lldp_delete(fam, port, rest)
+        elif format_path(rest) in fam.removed_by:
+            self._remove(port)
+        # anything else (a vanished counter, a subinterface): nothing to report
+
+    def _empty_members(self, elems: tuple[Elem, ...], doc: dict[str, Any]) -> None:
+        """Members at a family's root depth whose value is ``{}``, as deletes of their paths.
+
+        SONiC's gNMI server reports a Redis ``del`` of a table key as the key with an empty object
+        (``PORT_TABLE`` → ``{"Ethernet0": {}}``; sonic-gnmi sonic_data_client/db_client.go,
+        dbSingleTableKeySubscribe); Redis keeps no empty hash, so the key is gone.
+        """
+        base = _before_wildcard(elems)
+        for fam in self._empty_families:
+            depth = len(fam.root) - len(base)
+            if depth <= 0 or any(t not in (n, "{port}") for (n, _), (t, _) in zip(base, fam.root, strict=False)):
                 continue
-            elif "neighbor" in caps:
-                table.pop(caps["neighbor"], None)  # the neighbour entry, or a container below it
+            level: list[tuple[tuple[Elem, ...], Any]] = [(base, doc)]
+            for _ in range(depth):
+                level = [((*p, (strip_module(k), ())), v) for p, d in level for k, v in _items(d)]
+            for path, value in level:
+                if isinstance(value, dict) and not value:
+                    self._delete(path, empty=True)
+
+    def _remove(self, port: str) -> None:
+        """The switch deleted the interface: report it gone and forget what it said before."""
+        old = self._ports.get(port)
+        fresh = self._ports[port] = PortState()
+        if old is not None and old.lldp:
+            if self._owns_lldp:
+                self._lldp_dirty.add(port)  # its neighbours went with it
             else:
-                table.clear()  # the port's whole table (or the neighbours container)
-            self._lldp_dirty.add(port)
+                fresh.lldp = old.lldp  # the tables another stream owns
+        row = self._pending.pop(port, None)
+        if row is not None or port not in self._removed:
+            self._removed[port] = row or [None] * ROW_LEN
+
+    def _close_removed(self) -> None:
+        """The readings of this group's removed ports; one sent again after its delete was replaced."""
+        for port, row in self._removed.items():
+            if port in self._pending:
+                continue
+            self.ready_ports.append(
+                _reading(
+                    self.switch,
+                    port,
+                    self._ts,
+                    False,
+                    None,
+                    *row[:_N],
+                    None,
+                    None,
+                    row[PFC_RX_TOTAL],
+                    row[PFC_TX_TOTAL],
+                    row[LAST_CLEAR],
+                    None,
+                    row[LAST_CHANGE],
+                    removed=True,
+                )
+            )
+        self._removed = {}
+
+    def _lldp_delete(self, fam: Family, port: str, rest: Sequence[Elem]) -> None:
+        table = self._state(port).lldp
+        key, caps = fam.normalize(rest)
+        spec = fam.leaves.get(key)
+        if spec is not None:
+            leaf = spec.bind(caps)
+            entry = table.get(leaf.neighbor) if leaf is not None else None
+            if leaf is None or entry is None:
+                return
+            entry.pop(leaf.field, None)
+            if not entry:
+                del table[leaf.neighbor]
+        elif key in fam.ignore:
+            return
+        elif "neighbor" in caps:
+            table.pop(caps["neighbor"], None)  # the neighbour entry, or a container below it
+        else:
+            table.clear()  # the port's whole table (or the neighbours container)
+        self._lldp_dirty.add(port)
+
+
+def _items(doc: Any) -> list[tuple[str, Any]]:
+    return list(doc.items()) if isinstance(doc, dict) else []
+
+
+def _before_wildcard(elems: tuple[Elem, ...]) -> tuple[Elem, ...]:
+    """The elements before the first wildcard name: where a SONiC virtual path roots its JSON."""
+    for i, (name, _) in enumerate(elems):
+        if "*" in name:
+            return elems[:i]
+    return elems
+
+
+def datetime_ns(value: Any) -> int:
+    """A yang:date-and-time (RFC 3339: ``2023-11-15T05:50:40+00:00``, ``...40.391Z``) as Unix ns."""
+    if value.__class__ is not str:
+        raise Bad(WRONG_TYPE)
+    match = _RFC3339.fullmatch(value.strip())
+    if match is None:  # also a time without an offset: RFC 3339 requires one (local time is ambiguous)
+        raise Bad(NOT_A_NUMBER)
+    day, clock, fraction, offset = match.groups()
+    try:
+        when = datetime.fromisoformat(f"{day}T{clock}{'+00:00' if offset in 'Zz' else offset}")
+    except ValueError:
+        raise Bad(NOT_A_NUMBER) from None
+    delta = when - _EPOCH
+    ns = (delta.days * 86_400 + delta.seconds) * 10**9 + int((fraction or "0")[:9].ljust(9, "0"))
+    if ns < 0:
+        raise Bad(NEGATIVE)
+    return ns

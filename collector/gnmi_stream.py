@@ -28,19 +28,17 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 from pygnmi.create_gnmi_path import gnmi_path_generator
 from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.gnmi_decode import StreamDecoder
+from collector.gnmi_settings import GnmiStats, StreamSettings
 from collector.gnmi_values import OVERSIZE
 from collector.profiles import Profile, Subscription
 from collector.records import Sink, TargetState
-
-if TYPE_CHECKING:
-    from collector.gnmi import GnmiStats, GnmiTuning
 
 log = logging.getLogger(__name__)
 
@@ -123,40 +121,36 @@ def subscribe_request(
 
 
 class GnmiStream:
-    """Subscribe, read, decode and deliver for one (switch, target), resubscribing until cancelled."""
+    """Subscribe, read, decode and deliver for one (switch, target), resubscribing until cancelled.
+
+    ``settings`` says what to subscribe to and how; the rest are what the stream works with:
+    its decoder, the shared channel (built on first use), the sink and the collector's stats,
+    the collector's concurrency limit, and ``on_state``, called on every state change.
+    """
 
     def __init__(
         self,
+        settings: StreamSettings,
         *,
-        switch: str,
-        target: str,
-        request: gnmi_pb2.SubscribeRequest,
         decoder: StreamDecoder,
         channel: Callable[[], grpc.aio.Channel],
-        metadata: Sequence[tuple[str, str]],
         sink: Sink,
         stats: GnmiStats,
-        tuning: GnmiTuning,
-        interval_s: float,
-        sampled: bool,
-        poll: bool,
-        first_timeout_s: float,
-        tls: bool,
         limit: asyncio.Semaphore,
         on_state: Callable[[], None],
     ) -> None:
-        self.switch, self.target = switch, target
+        self.switch, self.target = settings.switch, settings.target
         self.state = TargetState.CONNECTING
         self.detail: str | None = None
-        self.sampled = sampled  # has SAMPLE subscriptions: silence means STALE
+        self.sampled = settings.sampled  # has SAMPLE subscriptions: silence means STALE
         self.last_data = time.monotonic()
-        self._request, self._dec, self._channel = request, decoder, channel
-        self._metadata = tuple(metadata)
-        self._sink, self._stats, self._tuning = sink, stats, tuning
-        self._interval = interval_s
-        self._poll = poll
-        self._first_timeout = first_timeout_s
-        self._tls = tls
+        self._request, self._dec, self._channel = settings.request, decoder, channel
+        self._metadata = settings.metadata
+        self._sink, self._stats, self._tuning = sink, stats, settings.tuning
+        self._interval = interval_s = settings.interval_s
+        self._poll = settings.poll
+        self._first_timeout = settings.first_timeout_s
+        self._tls = settings.tls
         self._limit = limit
         self._on_state = on_state
         self._lock = asyncio.Lock()
@@ -165,7 +159,7 @@ class GnmiStream:
         self._held = False
         self._counted = (0, 0, 0)  # decoder totals already added to the stats
         self._close_after = min(max(interval_s / 2, 0.05), 2.0)
-        self._idle_s = tuning.idle_resubscribe_intervals * interval_s if sampled else 0.0
+        self._idle_s = settings.tuning.idle_resubscribe_intervals * interval_s if settings.sampled else 0.0
 
     @property
     def synced(self) -> bool:
@@ -243,8 +237,8 @@ class GnmiStream:
                 call.cancel()
             return TargetState.UNREACHABLE, "the target ended the stream"
         except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
-                self.count_invalid(OVERSIZE, 1)
+            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:  # a message above the channel's limit
+                self._sink.count_invalid(self.switch, OVERSIZE, 1)
             return classify(exc, tls=self._tls)
         except TimeoutError:
             if self.synced:
@@ -346,13 +340,4 @@ class GnmiStream:
         stats.values += dec.values - values
         stats.notifications += dec.notifications - notes
         stats.ignored += dec.ignored - ignored
-        sw = stats.switches.get(self.switch)
-        if sw is not None and dec.notifications != notes:
-            sw.values += dec.values - values
-            sw.last_seen_ns = time.time_ns()
         self._counted = (dec.values, dec.notifications, dec.ignored)
-
-    def count_invalid(self, what: str, n: int) -> None:
-        """Count ``n`` skipped values of kind ``what`` (stats and sink)."""
-        self._stats.invalid[what] = self._stats.invalid.get(what, 0) + n
-        self._sink.count_invalid(self.switch, what, n)

@@ -23,18 +23,18 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # 
 
 from collector.profiles import Elem, Kind, Leaf, Profile, strip_module
 from collector.records import LldpNeighborReading
+from wire.protobuf import U64_MAX
 
 WRONG_TYPE = "wrong_type"  # a value of a type the leaf cannot take (bool for a counter, bytes, ...)
 UNKNOWN_PATH = "unknown_path"  # a path no profile family knows
 NOT_A_NUMBER = "not_a_number"  # a string or double that is not a whole number
 NEGATIVE = "negative"
-OUT_OF_RANGE = "out_of_range"  # above 2^64 - 1
+OUT_OF_RANGE = "out_of_range"  # above U64_MAX (2^64 - 1)
 BAD_ENUM = "bad_enum"  # an oper-status or speed the profile cannot read
 BAD_JSON = "bad_json"
 MALFORMED = "malformed"  # bytes that do not parse as a gNMI message
 OVERSIZE = "oversize"  # a response above the configured maximum
 
-U64 = (1 << 64) - 1
 _DOWN = frozenset({"DOWN", "LOWER_LAYER_DOWN", "DORMANT", "NOT_PRESENT", "TESTING", "UNKNOWN"})
 _SPEED = re.compile(r"SPEED_(\d+)(MB|GB)")
 _UNIT = {"MB": 10**6, "GB": 10**9}
@@ -79,18 +79,6 @@ def _wire_classes() -> tuple[Any, Any]:
 
 
 Response, Varints = _wire_classes()
-_SHORT = [bytes((n,)) for n in range(128)]
-
-
-def varint(value: int) -> bytes:
-    if value < 0x80:
-        return _SHORT[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def path_elems(path: Any) -> tuple[Elem, ...]:
@@ -123,7 +111,7 @@ def to_uint(value: Any) -> int:
     if t is int:
         if value < 0:
             raise Bad(NEGATIVE)
-        if value > U64:
+        if value > U64_MAX:
             raise Bad(OUT_OF_RANGE)
         return int(value)
     if t is str:

@@ -12,6 +12,12 @@ is skipped, logged at debug and counted; it never raises into the service and ne
 pipeline. A clean stop writes ``stopped_at``, so a graceful stop is not a silent collector; a crash
 writes nothing more, and the row goes silent.
 
+With each beat the switches' clocks as the :class:`~collector.clock.ClockGuard` sees them (skew,
+whether their timestamps are replaced, how many were) go to ``switch_clocks`` (:mod:`store.clocks`,
+migration 011), in a statement of their own after the heartbeat row: a failure there (the
+migration not applied yet) is logged once and counted (``clock_errors``), and never costs the
+heartbeat its row (a connection and a timeout of its own).
+
 ``resumed_at`` is when collection last (re)started: ``started_at``, then each time this task finds
 that it was frozen (two beats further apart than ``2 x period + 1 s``: SIGSTOP, a starved loop)
 or that the watermark moves again after standing still for ``2 x interval + 1 s`` (a writer that
@@ -30,8 +36,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from collector.clock import ClockGuard
 from collector.config import CollectorConfig
 from collector.pipeline import Pipeline
+from store import clocks as clock_rows
+from store.clocks import SwitchClockRow
 from store.db import UNAVAILABLE_ERRORS, Pool, PostgresError
 from store.heartbeats import Heartbeat, collector_id, prune, upsert
 
@@ -61,6 +70,8 @@ class HeartbeatStats:
     #: Unix time of the last beat written.
     last_written: float | None = None
     last_error: str | None = None
+    #: Beats whose ``switch_clocks`` rows were not written (the heartbeat row itself was).
+    clock_errors: int = 0
 
 
 class HeartbeatTask:
@@ -76,9 +87,12 @@ class HeartbeatTask:
         shard: tuple[int, int] | None = None,
         collector: str | None = None,
         period_s: float | None = None,
+        clock: ClockGuard | None = None,
     ) -> None:
         self.pool = pool
         self.pipeline = pipeline
+        #: Whose switch clocks each beat writes to ``switch_clocks`` (None: none).
+        self.clock = clock
         self.collector = collector or collector_id(os.getpid(), shard)
         self.shard = f"{shard[0]}/{shard[1]}" if shard else None
         self.interval_s = interval_s
@@ -91,6 +105,8 @@ class HeartbeatTask:
         self.resumed_at = self.started_at
         self._pruned = False
         self._warned = False
+        self._clock_warned = False
+        self._clocks_pruned = False
         self._last_beat: float | None = None
         self._seen_watermark: datetime | None = None
         self._watermark_moved = time.monotonic()
@@ -112,6 +128,15 @@ class HeartbeatTask:
             resumed_at=self.resumed_at,
             stopped_at=now if stopped else None,
         )
+
+    def clock_rows(self, now: datetime) -> list[SwitchClockRow]:
+        """The ``switch_clocks`` rows as of ``now``: every switch the clock guard has seen."""
+        if self.clock is None:
+            return []
+        return [
+            SwitchClockRow(switch, self.collector, c.skew_s, c.corrected, c.replaced, now)
+            for switch, c in sorted(self.clock.clocks().items())
+        ]
 
     def start(self) -> None:
         """Start beating (idempotent); the first beat is now."""
@@ -150,7 +175,25 @@ class HeartbeatTask:
             self.stats.written += 1
             self.stats.last_written = time.time()
             self.stats.last_error = None
+            await self._write_clocks(now)
             return True
+
+    async def _write_clocks(self, now: datetime) -> None:
+        """The switches' clocks, after the heartbeat row (a connection and a timeout of their own):
+        what goes wrong here stays here."""
+        rows = self.clock_rows(now)
+        if not rows:
+            return
+        try:
+            async with asyncio.timeout(self.period_s), self.pool.acquire() as conn:
+                if not self._clocks_pruned:
+                    await clock_rows.prune(conn, now)
+                    self._clocks_pruned = True
+                await clock_rows.upsert(conn, rows)
+        except (*_SKIPPED, PostgresError) as exc:  # e.g. migration 011 not applied yet
+            self.stats.clock_errors += 1
+            level, self._clock_warned = (logging.DEBUG if self._clock_warned else logging.WARNING), True
+            log.log(level, "switch clocks of %s not written: %s: %s", self.collector, type(exc).__name__, exc)
 
     def _note_stalls(self, now: datetime) -> None:
         """Move ``resumed_at`` to ``now`` when this beat ends a freeze or a pause in committing."""

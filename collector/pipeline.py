@@ -1,12 +1,19 @@
-"""The collectors' pipeline: readings → counter hygiene → batched COPY writers (→ spool).
+"""The collectors' pipeline: readings → clocks bounded → counter hygiene → batched COPY writers (→ spool).
 
 :class:`Pipeline` is the :class:`~collector.records.Sink` every protocol collector writes into.
 ``put_ports`` runs counter hygiene inline and hands rows to one :class:`~store.writer.BatchWriter`
 per table; a writer's bounded buffer is the queue (``put`` waits when it is full: back-pressure
 toward the gNMI streams and SNMP polls, never a silent drop), and its spool takes batches to
 disk while the database is away. State that is "latest wins" (LLDP tables, reachability,
-unknown ports) is kept in memory and written by one housekeeping task, so an outage delays it
-but never loses the final state.
+unknown ports) is kept in memory and written by one supervised housekeeping task
+(:func:`~fabric.supervise.supervise`), so an outage delays it but never loses the final state.
+
+Housekeeping writes through the tables' owners (:mod:`store.inventory`, :mod:`store.lldp`). Text
+the database cannot store (NUL, lone surrogates) is cleaned when it arrives
+(:func:`store.text.clean_text`). A round's writes are judged by :mod:`store.sqlstate`: a port's
+LLDP table or a discovered port the database refuses is found by halving the round in savepoints,
+then rejected alone, counted and dropped, never retried; when the database cannot take writes
+now, everything stays pending for the next round.
 """
 
 from __future__ import annotations
@@ -15,23 +22,35 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
+from collector.clock import ClockGuard
 from collector.counters import PFC_HEARTBEAT_S, CounterTracker
 from collector.records import LldpReading, PortReading, TargetState
 from fabric.model import Fabric
+from fabric.supervise import TaskHealth, supervise
 from store.config import WriterConfig
 from store.db import UNAVAILABLE_ERRORS, Connection, Pool, PostgresError
+from store.inventory import DiscoveredPort, record_discovered
+from store.lldp import Neighbor, NeighborTable, replace_neighbors
 from store.records import LinkEvent, PfcSample, PortSample, Reachability
-from store.spool import Spool
+from store.spool import Spool, prepare_directory
+from store.sqlstate import classify, is_row_error
+from store.text import clean_text, is_clean
 from store.writer import BatchWriter
 
 log = logging.getLogger(__name__)
 
 _REACHABLE = {TargetState.CONNECTED, TargetState.STALE}
+
+T = TypeVar("T")
+
+#: How long ``close`` waits for a housekeeping round in progress before cutting it off.
+_CLOSE_WAIT_S = 10.0
 
 
 @dataclass(slots=True)
@@ -49,10 +68,15 @@ class PipelineStats:
     """For /metrics."""
 
     readings: int = 0
-    values: int = 0
     lldp_tables: int = 0
     invalid: dict[str, int] = field(default_factory=dict)
     unknown_ports: int = 0
+    #: Text values stored cleaned (NUL removed, surrogates replaced) in unknown ports and LLDP tables.
+    texts_cleaned: int = 0
+    #: Unknown ports and LLDP tables the database refused on their own: dropped, not retried.
+    state_rows_rejected: int = 0
+    #: Housekeeping rounds the database could not take (everything kept for the next round).
+    state_writes_deferred: int = 0
 
 
 class Pipeline:
@@ -67,8 +91,13 @@ class Pipeline:
         spool_dir: Path | None = None,
         housekeeping_s: float = 1.0,
         pfc_heartbeat_s: float = PFC_HEARTBEAT_S,
+        clock: ClockGuard | None = None,
     ) -> None:
         self.pool = pool
+        #: Bounds device timestamps (``collector.max_clock_skew_s``) before anything reads them. The
+        #: collector always has one; without one (labs and benchmarks writing recorded or synthetic
+        #: times), timestamps are stored as given.
+        self.clock = clock
         self.config = config or WriterConfig()
         self.tracker = CounterTracker(pfc_heartbeat_s)
         self.stats = PipelineStats()
@@ -76,15 +105,29 @@ class Pipeline:
         self._known_ports = {(p.switch, p.name) for p in fabric.all_ports()}
         self._known_switches = set(fabric.switches)
         self._unknown_seen: set[tuple[str, str]] = set()
-        self._unknown_pending: list[tuple[str, str, datetime]] = []
-        self._lldp_dirty: dict[tuple[str, str], LldpReading] = {}
+        self._unknown_pending: list[DiscoveredPort] = []
+        #: The latest table per (cleaned) port, not yet written.
+        self._lldp_dirty: dict[tuple[str, str], NeighborTable] = {}
         self._housekeeping_s = housekeeping_s
         self._task: asyncio.Task[None] | None = None
+        #: The housekeeping task, for /metrics.
+        self.housekeeping_health = TaskHealth("pipeline-housekeeping")
+        #: Held by a round of housekeeping, so ``close`` never cancels one mid-write.
+        self._state_lock = asyncio.Lock()
+        #: Housekeeping rounds in a row the database could not take (0: writes work).
+        self._state_failures = 0
+        #: Ports already logged about (cleaned text; a rejected LLDP table until one lands again).
+        self._cleaned_logged: set[tuple[str, str]] = set()
+        self._rejected_logged: set[tuple[str, str]] = set()
+
+        if spool_dir is not None:
+            prepare_directory(spool_dir)  # 0700, ours: whoever writes it decides what we replay
 
         def writer(table: str, columns: Sequence[str]) -> BatchWriter:
             spool = None
             if spool_dir is not None:
-                spool = Spool(spool_dir / table, int(self.config.spool_max_mb * 1024 * 1024))
+                limit = int(self.config.spool_max_mb * 1024 * 1024)
+                spool = Spool(spool_dir / table, limit, quarantine=spool_dir / "quarantine" / table)
             return BatchWriter(pool, table, columns, self.config, spool=spool)
 
         self.ports_writer = writer("port_counters", PortSample._fields)
@@ -96,6 +139,10 @@ class Pipeline:
 
     # --- lifecycle ------------------------------------------------------------------------
 
+    def tasks(self) -> list[TaskHealth]:
+        """The supervised background tasks: each writer's flush timer, and housekeeping."""
+        return [*(w.health for w in self.writers), self.housekeeping_health]
+
     def start(self) -> None:
         """Start the writers' timers and the housekeeping task."""
         for w in self.writers:
@@ -106,16 +153,30 @@ class Pipeline:
     async def close(self) -> None:
         """Write what is left (spooling it if the database is away); never raises."""
         if self._task is not None:
+            # Not mid-round if it can be helped: a COPY cut off leaves its connection unusable.
+            idle = False
+            with contextlib.suppress(TimeoutError):
+                idle = await asyncio.wait_for(self._state_lock.acquire(), _CLOSE_WAIT_S)
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        await self._flush_state()
+            if idle:
+                self._state_lock.release()
+        try:
+            await self._flush_state()
+        except Exception as exc:  # shutdown must finish
+            log.error("writing collector state at shutdown failed: %s", exc, exc_info=exc)
+        if self._unknown_pending or self._lldp_dirty:
+            log.error(
+                "%d unknown ports and %d LLDP tables not written at shutdown",
+                len(self._unknown_pending), len(self._lldp_dirty),
+            )  # fmt: skip
         for w in self.writers:
             try:
                 await w.close()
-            except UNAVAILABLE_ERRORS as exc:
-                log.error("%s: %d rows not written at shutdown (no spool configured): %s", w.table, w.pending, exc)
+            except UNAVAILABLE_ERRORS as exc:  # no spool configured: the writer counted what is lost
+                log.error("%s: not written at shutdown (no spool configured): %s", w.table, exc)
             except Exception as exc:  # shutdown must finish; what the spool takes is not lost
                 lost = w.spool_pending()
                 log.error("%s: closing failed (%s); %d rows not saved", w.table, exc, lost)
@@ -124,27 +185,31 @@ class Pipeline:
 
     async def put_ports(self, readings: Sequence[PortReading]) -> None:
         """Rates, resets and events for each reading, then into the writers (may wait)."""
+        if self.clock is not None:
+            self.clock.correct(readings)
         ports: list[PortSample] = []
         pfc: list[PfcSample] = []
         events: list[LinkEvent] = []
         now = time.time()
         for r in readings:
+            if not (is_clean(r.port) and is_clean(r.switch)):  # a NUL-padded name must match the inventory's
+                r.switch, r.port = self._clean(r.switch), self._clean(r.port)
+                self._log_cleaned(r.switch, r.port, "the interface name")
             out = self.tracker.ingest(r)
-            ports.append(out.port)
+            if out.port is not None:
+                ports.append(out.port)
             pfc.extend(out.pfc)
             events.extend(out.events)
             key = (r.switch, r.port)
             if key not in self._known_ports and key not in self._unknown_seen:
                 self._unknown_seen.add(key)
-                self._unknown_pending.append((r.switch, r.port, out.port.time))
-                self.stats.unknown_ports += 1
-                log.warning("%s reports port %s, which the inventory does not know: stored and flagged", *key)
+                self._discovered(r)
             status = self.targets.get(r.switch)
             if status is not None:
                 status.last_seen = now
         self.stats.readings += len(readings)
-        self.stats.values += sum(sum(v is not None for v in s[5:21]) for s in ports)
-        await self.ports_writer.put(ports)
+        if ports:
+            await self.ports_writer.put(ports)
         if pfc:
             await self.pfc_writer.put(pfc)
         if events:
@@ -152,8 +217,11 @@ class Pipeline:
 
     async def put_lldp(self, readings: Sequence[LldpReading]) -> None:
         """Keep the latest table per port; housekeeping writes it."""
+        if self.clock is not None:
+            self.clock.correct(readings)
         for r in readings:
-            self._lldp_dirty[(r.switch, r.port)] = r
+            table = self._neighbor_table(r)
+            self._lldp_dirty[(table.switch, table.port)] = table
         self.stats.lldp_tables += len(readings)
 
     def set_state(self, switch: str, state: TargetState, detail: str | None = None) -> None:
@@ -178,62 +246,158 @@ class Pipeline:
     # --- housekeeping ---------------------------------------------------------------------
 
     async def _housekeeping(self) -> None:
-        while True:
-            await asyncio.sleep(self._housekeeping_s)
-            try:
-                await self._flush_state()
-            except PostgresError as exc:  # a bad row must not stop the task; it retries
-                log.error("writing collector state failed: %s", exc)
+        """Write the state every ``housekeeping_s``; a round that raises (a bug) is logged and run again."""
+        await supervise(self.housekeeping_health, self._flush_state, interval_s=self._housekeeping_s)
 
     async def _flush_state(self) -> None:
+        """One round: reachability rows to their writer; unknown ports and LLDP tables in one transaction."""
         if self._reach_pending:
-            rows, self._reach_pending = self._reach_pending, []
-            await self.reach_writer.put(rows)
-        if not self._unknown_pending and not self._lldp_dirty:
-            return
-        unknown, lldp = list(self._unknown_pending), dict(self._lldp_dirty)
-        try:
-            async with self.pool.acquire() as conn, conn.transaction():
-                if unknown:
-                    await self._write_unknown(conn, unknown)
-                if lldp:
-                    await self._write_lldp(conn, list(lldp.values()))
-        except UNAVAILABLE_ERRORS as exc:
-            log.warning("state not written yet (database unavailable): %s", exc)
-            return
-        self._unknown_pending = self._unknown_pending[len(unknown) :]
-        for key, reading in lldp.items():
-            if self._lldp_dirty.get(key) is reading:
-                del self._lldp_dirty[key]
+            rows = list(self._reach_pending)
+            await self.reach_writer.put(rows)  # may wait (a full buffer): the rows stay listed till then
+            del self._reach_pending[: len(rows)]
+        async with self._state_lock:
+            if not self._unknown_pending and not self._lldp_dirty:
+                return
+            unknown, lldp = list(self._unknown_pending), dict(self._lldp_dirty)
+            try:
+                async with self.pool.acquire() as conn, conn.transaction():
+                    bad_ports = await _isolate(conn, unknown, self._record_discovered)
+                    bad_tables = await _isolate(conn, list(lldp.values()), replace_neighbors)
+            except Exception as exc:
+                if not _database_cannot_take(exc):
+                    raise  # a bug, or a refusal no single row explains: supervise logs it; all is kept
+                self._deferred(exc)
+                return
+            self._written(bad_ports, bad_tables, lldp)
+            self._unknown_pending = self._unknown_pending[len(unknown) :]
+            for key, table in lldp.items():
+                if self._lldp_dirty.get(key) is table:  # not replaced by a newer table meanwhile
+                    del self._lldp_dirty[key]
 
-    async def _write_unknown(self, conn: Connection, rows: list[tuple[str, str, datetime]]) -> None:
-        switches = sorted({s for s, _, _ in rows if s not in self._known_switches})
-        if switches:
-            await conn.executemany(
-                "INSERT INTO switches (name, role, known) VALUES ($1, 'unknown', false) ON CONFLICT DO NOTHING",
-                [(s,) for s in switches],
-            )
-        await conn.executemany(
-            "INSERT INTO ports (switch, port, known, first_seen) VALUES ($1, $2, false, $3) ON CONFLICT DO NOTHING",
-            rows,
-        )
+    async def _record_discovered(self, conn: Connection, ports: Sequence[DiscoveredPort]) -> None:
+        await record_discovered(conn, ports, self._known_switches)
 
-    async def _write_lldp(self, conn: Connection, tables: list[LldpReading]) -> None:
-        await conn.execute(
-            "DELETE FROM lldp_neighbors n USING unnest($1::text[], $2::text[]) AS k(switch, port) "
-            "WHERE n.switch = k.switch AND n.port = k.port",
-            [t.switch for t in tables],
-            [t.port for t in tables],
-        )
-        rows = [
-            (t.switch, t.port, n.system_name, n.port_id, n.port_description, n.chassis_id,
-             datetime.fromtimestamp(t.time_ns / 1e9, tz=UTC))
-            for t in tables
-            for n in {(x.system_name, x.port_id): x for x in t.neighbors}.values()
-        ]  # fmt: skip
-        if rows:
-            await conn.copy_records_to_table(
-                "lldp_neighbors",
-                records=rows,
-                columns=["switch", "port", "system_name", "port_id", "port_description", "chassis_id", "seen_at"],
+    def _deferred(self, exc: BaseException) -> None:
+        """The database cannot take the round now: logged at the first failure of an outage only."""
+        self.stats.state_writes_deferred += 1
+        self._state_failures += 1
+        if self._state_failures == 1:
+            log.warning(
+                "collector state not written: the database cannot take writes (%s); "
+                "%d unknown ports and %d LLDP tables kept and retried",
+                _describe(exc), len(self._unknown_pending), len(self._lldp_dirty),
+            )  # fmt: skip
+        else:
+            log.debug("collector state still not written (%s), round %d", _describe(exc), self._state_failures)
+
+    def _written(
+        self,
+        bad_ports: list[tuple[DiscoveredPort, BaseException]],
+        bad_tables: list[tuple[NeighborTable, BaseException]],
+        lldp: dict[tuple[str, str], NeighborTable],
+    ) -> None:
+        """A round committed: end the outage, if any; count and log what the database refused."""
+        if self._state_failures:
+            log.info("collector state written again after %d failed round(s)", self._state_failures)
+            self._state_failures = 0
+        for port, exc in bad_ports:  # a port is discovered once: logged once
+            self.stats.state_rows_rejected += 1
+            log.warning(
+                "%s %s: the database refused this unknown port (%s); dropped", port.switch, port.port, _describe(exc)
             )
+        refused: set[tuple[str, str]] = set()
+        for table, exc in bad_tables:
+            self.stats.state_rows_rejected += 1
+            key = (table.switch, table.port)
+            refused.add(key)
+            if key in self._rejected_logged:
+                log.debug("%s %s: LLDP table refused again (%s)", *key, _describe(exc))
+                continue
+            self._rejected_logged.add(key)
+            log.warning(
+                "%s %s: the database refused this LLDP table (%s); dropped, the next one is tried", *key, _describe(exc)
+            )
+        if self._rejected_logged:  # a port whose table lands again is logged again if refused later
+            self._rejected_logged.difference_update(lldp.keys() - refused)
+
+    def _discovered(self, r: PortReading) -> None:
+        """A port the inventory does not know, reported for the first time: pending as a row of ``ports``."""
+        before = self.stats.texts_cleaned
+        first_seen = datetime.fromtimestamp(r.time_ns / 1e9, tz=UTC)
+        port = DiscoveredPort(self._clean(r.switch), self._clean(r.port), first_seen)
+        self._unknown_pending.append(port)
+        self.stats.unknown_ports += 1
+        log.warning("%s reports port %s, which the inventory does not know: stored and flagged", port.switch, port.port)
+        if self.stats.texts_cleaned > before:
+            self._log_cleaned(port.switch, port.port, f"its name {r.switch!r} {r.port!r}")
+
+    def _neighbor_table(self, r: LldpReading) -> NeighborTable:
+        """The store's record of a reading, its text made storable."""
+        c, before = self._clean, self.stats.texts_cleaned
+        neighbors = tuple(
+            Neighbor(c(n.system_name), c(n.port_id), c(n.port_description), c(n.chassis_id)) for n in r.neighbors
+        )
+        table = NeighborTable(c(r.switch), c(r.port), datetime.fromtimestamp(r.time_ns / 1e9, tz=UTC), neighbors)
+        if self.stats.texts_cleaned > before:
+            self._log_cleaned(table.switch, table.port, "its LLDP table")
+        return table
+
+    def _clean(self, s: str) -> str:
+        if is_clean(s):
+            return s
+        self.stats.texts_cleaned += 1
+        return clean_text(s)
+
+    def _log_cleaned(self, switch: str, port: str, what: str) -> None:
+        """Once per port: its text had NULs or bytes that are not UTF-8."""
+        if (switch, port) in self._cleaned_logged:
+            return
+        self._cleaned_logged.add((switch, port))
+        log.warning(
+            "%s %s: %s held text the database cannot store (NUL, or not UTF-8): stored without NULs, "
+            "undecodable characters as U+FFFD",
+            switch, port, what,
+        )  # fmt: skip
+
+
+def _describe(exc: BaseException) -> str:
+    """``class SQLSTATE: first line``, for a log line."""
+    err = classify(exc)
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{err.name}{f' {err.sqlstate}' if err.sqlstate else ''}: {detail}"
+
+
+def _refused_by_rule(exc: BaseException) -> bool:
+    """A refusal of the database's own making that names no row (a trigger's ``RAISE``, SQLSTATE
+    P0001): halved like a row error, so one refused item cannot stop the others."""
+    return isinstance(exc, PostgresError) and classify(exc).name == "other"
+
+
+def _database_cannot_take(exc: BaseException) -> bool:
+    """Whether a failed round is the database's (unavailable, read-only, full...), not this code's."""
+    err = classify(exc)
+    return err.keep and (err.name != "other" or isinstance(exc, PostgresError))
+
+
+async def _isolate(
+    conn: Connection, items: list[T], write: Callable[[Connection, Sequence[T]], Awaitable[object]]
+) -> list[tuple[T, BaseException]]:
+    """Write ``items`` in a savepoint; when the database refuses a row, halve them until each item
+    at fault stands alone. Returns those (with the error), all the others written. An error that
+    is not about a row propagates: the caller's transaction rolls back, keeping everything.
+
+    Halving, not one savepoint per item: a round can hold every port's table (the first SNMP
+    poll of a fabric), and one bad table then costs ~2·log2(n) attempts, not n."""
+    if not items:
+        return []
+    try:
+        async with conn.transaction():
+            await write(conn, items)
+        return []
+    except Exception as exc:
+        if not (is_row_error(exc) or _refused_by_rule(exc)):
+            raise
+        if len(items) == 1:
+            return [(items[0], exc)]
+    mid = len(items) // 2
+    return await _isolate(conn, items[:mid], write) + await _isolate(conn, items[mid:], write)

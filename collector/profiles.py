@@ -7,16 +7,31 @@ A profile (``collector/profiles/<name>.yaml``, or a YAML file given by path) hol
   telemetry service instead names a Redis database (``COUNTERS_DB``).
 * ``encoding`` and ``subscriptions``: the request paths, each SAMPLE (counters, at
   ``collector.gnmi_interval_s``) or ON_CHANGE (oper-status, speed, LLDP). A subscription may
-  name its own ``target``; the collector opens one Subscribe stream per distinct target.
+  name its own ``target``; the collector opens one Subscribe stream per distinct target. A path
+  may name its origin as pygnmi's path syntax (which builds the requests) has it: the first
+  element's module (``openconfig-interfaces:interfaces/...``: origin ``openconfig-interfaces``,
+  element ``interfaces``; IOS XR), or a leading ``origin:/`` that keeps module-qualified element
+  names (``rfc7951:/Cisco-IOS-XE-interfaces-oper:interfaces/...``; IOS XE). ``origin`` sets the
+  request prefix's origin instead (gNMI spec §2.7: never both).
 * ``families``: groups of leaves under one per-interface ``root``. The root template binds the
   port name, as a key value (``/interfaces/interface[name={port}]``) or as an element name
   (``COUNTERS/{port}``). ``leaves`` maps a path below the root to a :class:`PortReading` field
   (or, in an ``lldp`` family, an LLDP neighbour field); ``{priority}`` (PFC, 0..7) and
   ``{neighbor}`` (LLDP remote-table entry) may appear as key values, and ``{priority}`` also
   inside an element name (``SAI_PORT_STAT_PFC_{priority}_RX_PKTS``, expanded to 8 leaves).
+  Any other ``{name}`` key value (``subinterface[index={index}]``) matches every value.
   ``ignore`` lists leaves that are served but not wanted; ``unknown_leaves: ignore`` drops any
   other leaf under the root silently (SONiC tables carry ~100 fields), while ``count`` (the
   default) reports it as an invalid, unknown path.
+* A leaf's ``unit`` scales numbers (``mbps``, ``s``, ...); ``unit: date-and-time`` reads an
+  RFC 3339 string (``last-change`` on SR Linux and IOS XE) as Unix ns. ``values`` maps a NOS's
+  enumeration words to what they mean (``{up: true, testing: false}``, ``{100G: 100}`` in the
+  leaf's unit), on top of the OpenConfig words every profile reads.
+* Interface deletes: ``removed_on_delete`` lists paths below the root (``""``: the root itself)
+  whose ``delete`` means the switch removed the interface (an optic pulled, a breakout
+  changed); ``empty_is_delete`` reads a JSON member that is an empty object (``{"Ethernet0":
+  {}}``) as a delete of that member's path, which is how SONiC's gNMI server reports a deleted
+  Redis key.
 
 Errors::
 
@@ -60,6 +75,7 @@ class Kind(Enum):
     STATUS = "status"  # oper-status: "UP" → True, other states → False
     SPEED = "speed"  # an ETHERNET_SPEED identity, or a number scaled to bits/s
     TEXT = "text"  # an LLDP string
+    DATETIME = "date-and-time"  # an RFC 3339 date-and-time string, as Unix ns
     IGNORE = "ignore"  # served, not wanted: skipped without counting
 
 
@@ -90,8 +106,9 @@ _KIND_OF: dict[str, Kind] = {
 }
 _UNITS: dict[Kind, dict[str, int]] = {
     Kind.SPEED: {"bps": 1, "kbps": 10**3, "mbps": 10**6, "gbps": 10**9},
-    Kind.TIMETICKS: {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9},
+    Kind.TIMETICKS: {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "date-and-time": 1},
 }
+DATE_AND_TIME = "date-and-time"  # the unit of a TIMETICKS field sent as an RFC 3339 string
 _ENCODINGS = {"json": 0, "proto": 2, "json_ietf": 4}  # gnmi_pb2.Encoding values
 
 
@@ -104,6 +121,16 @@ class Leaf:
     field: str = ""  # LLDP neighbour field (TEXT)
     neighbor: str = ""  # LLDP remote-table entry id
     scale: int = 1  # unit multiplier (SPEED, TIMETICKS)
+    values: tuple[tuple[str, bool | int], ...] = ()  # NOS enumeration words (lower case) → value
+
+    def word(self, value: object) -> object:
+        """``value`` through the leaf's enumeration words (unchanged when it is not one of them)."""
+        if self.values and isinstance(value, str):
+            text = strip_module(value).strip().lower()
+            for word, meant in self.values:
+                if word == text:
+                    return meant
+        return value
 
 
 IGNORED = Leaf(Kind.IGNORE)
@@ -117,6 +144,7 @@ class LeafSpec:
     kind: Kind
     scale: int = 1
     priority: int | None = None
+    values: tuple[tuple[str, bool | int], ...] = ()
 
     def bind(self, caps: Mapping[str, str]) -> Leaf | None:
         """The concrete leaf for captured key values (None: a priority out of range)."""
@@ -130,7 +158,7 @@ class LeafSpec:
             if not 0 <= prio < PFC_PRIORITIES:
                 return None
             return Leaf(Kind.COUNTER, (PFC_RX if self.field == "pfc_rx" else PFC_TX) + prio)
-        return Leaf(self.kind, ROW_INDEX.get(self.field, -1), scale=self.scale)
+        return Leaf(self.kind, ROW_INDEX.get(self.field, -1), scale=self.scale, values=self.values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +172,8 @@ class Family:
     var_of: Mapping[tuple[str, str], str]  # (element, key) → variable, for keys bound in leaves
     unknown: Literal["count", "ignore"]
     lldp: bool
+    removed_by: frozenset[str] = frozenset()  # normalized paths below the root: their delete removes the port
+    empty_is_delete: bool = False
 
     def match_root(self, elems: Sequence[Elem]) -> str | None:
         """The port name if ``elems`` starts with this root (None: no match, or no concrete port)."""
@@ -267,9 +297,16 @@ _KEY = re.compile(r"\[([^=\]]+)=([^\]]*)\]")
 
 
 def parse_path(text: str) -> tuple[Elem, ...]:
-    """``/a/b[k=v]/c`` → elements (module prefixes stripped, keys sorted)."""
+    """``/a/b[k=v]/c`` → elements (module prefixes stripped, keys sorted).
+
+    A leading ``origin:/`` (``rfc7951:/Cisco-IOS-XE-interfaces-oper:interfaces/...``) names the
+    path's origin, as in pygnmi's path syntax (which builds the request paths); it is no element.
+    """
     elems: list[Elem] = []
-    for part in _split(text):
+    parts = _split(text)
+    if parts and parts[0].endswith(":"):
+        parts = parts[1:]
+    for part in parts:
         match = _ELEM.fullmatch(part)
         if match is None:
             raise ValueError(f"malformed path element {part!r} in {text!r}")
@@ -307,6 +344,7 @@ class _Doc(BaseModel):
 class _LeafDoc(_Doc):
     field: str
     unit: str | None = None
+    values: dict[str, bool | int] | None = None
 
 
 class _FamilyDoc(_Doc):
@@ -316,6 +354,8 @@ class _FamilyDoc(_Doc):
     ignore: list[str] = []
     unknown_leaves: Literal["count", "ignore"] = "count"
     lldp: bool = False
+    removed_on_delete: list[str] = []
+    empty_is_delete: bool = False
 
 
 class _SubscriptionDoc(_Doc):
@@ -343,34 +383,57 @@ def _compile_family(doc: _FamilyDoc, where: str) -> Family:
     var_of: dict[tuple[str, str], str] = {}
     for text, entry in doc.leaves.items():
         spec_doc = entry if isinstance(entry, _LeafDoc) else _LeafDoc(field=entry)
-        kind = _KIND_OF.get(spec_doc.field)
-        if kind is None:
-            raise ProfileError(f"{where}.leaves[{text!r}]: unknown field {spec_doc.field!r}")
-        if (kind is Kind.TEXT) != doc.lldp:
-            raise ProfileError(f"{where}.leaves[{text!r}]: LLDP fields belong in an 'lldp: true' family only")
-        units = _UNITS.get(kind, {})
-        if spec_doc.unit is not None and spec_doc.unit not in units:
-            raise ProfileError(f"{where}.leaves[{text!r}]: unit {spec_doc.unit!r} not one of {sorted(units)}")
-        scale = units.get(spec_doc.unit or "", 1)
+        kind, scale, values = _leaf_meaning(spec_doc, doc.lldp, f"{where}.leaves[{text!r}]")
         for path_text, prio in _expand_priority(text):
             elems = parse_path(path_text)
-            for name, keys in elems:
-                for key, value in keys:
-                    if value in ("{priority}", "{neighbor}"):
-                        var_of[(name, key)] = value[1:-1]
+            _variables(elems, var_of)
             per_priority = spec_doc.field in ("pfc_rx", "pfc_tx")
             if per_priority and prio is None and "{priority}" not in path_text:
                 raise ProfileError(f"{where}.leaves[{text!r}]: {spec_doc.field} needs a {{priority}} in its path")
-            leaves[format_path(elems)] = LeafSpec(spec_doc.field, kind, scale, prio)
+            leaves[format_path(elems)] = LeafSpec(spec_doc.field, kind, scale, prio, values)
+    ignore = [parse_path(t) for t in doc.ignore]
+    for elems in ignore:
+        _variables(elems, var_of)
     return Family(
         name=doc.name,
         root=root,
         leaves=leaves,
-        ignore=frozenset(format_path(parse_path(t)) for t in doc.ignore),
+        ignore=frozenset(format_path(elems) for elems in ignore),
         var_of=var_of,
         unknown=doc.unknown_leaves,
         lldp=doc.lldp,
+        removed_by=frozenset(format_path(parse_path(t)) for t in doc.removed_on_delete),
+        empty_is_delete=doc.empty_is_delete,
     )
+
+
+def _leaf_meaning(doc: _LeafDoc, lldp: bool, where: str) -> tuple[Kind, int, tuple[tuple[str, bool | int], ...]]:
+    """A leaf entry's kind, unit scale and enumeration words, checked."""
+    kind = _KIND_OF.get(doc.field)
+    if kind is None:
+        raise ProfileError(f"{where}: unknown field {doc.field!r}")
+    if (kind is Kind.TEXT) != lldp:
+        raise ProfileError(f"{where}: LLDP fields belong in an 'lldp: true' family only")
+    units = _UNITS.get(kind, {})
+    if kind is Kind.TIMETICKS and doc.unit == DATE_AND_TIME:
+        kind = Kind.DATETIME
+    elif doc.unit is not None and doc.unit not in units:
+        raise ProfileError(f"{where}: unit {doc.unit!r} not one of {sorted(units)}")
+    values: tuple[tuple[str, bool | int], ...] = ()
+    if doc.values is not None:
+        want = bool if kind is Kind.STATUS else int if kind is Kind.SPEED else None
+        if want is None or any(type(v) is not want or v < 0 for v in doc.values.values()):
+            raise ProfileError(f"{where}: 'values' maps words to true/false (oper_up) or numbers (speed_bps)")
+        values = tuple((word.lower(), v) for word, v in doc.values.items())
+    return kind, units.get(doc.unit or "", 1), values
+
+
+def _variables(elems: Sequence[Elem], var_of: dict[tuple[str, str], str]) -> None:
+    """Record the ``{name}`` key values of a leaf or ignore path (``{port}`` belongs to roots)."""
+    for name, keys in elems:
+        for key, value in keys:
+            if value.startswith("{") and value.endswith("}") and value != "{port}":
+                var_of[(name, key)] = value[1:-1]
 
 
 def _expand_priority(text: str) -> list[tuple[str, int | None]]:
@@ -399,7 +462,7 @@ def compile_profile(data: object, where: str = "profile") -> Profile:
         raise ProfileError(f"{where}: {exc}") from None
     list_keys: dict[str, tuple[str, ...]] = {}
     for fam in families:
-        for name, keys in fam.root + tuple(e for text in fam.leaves for e in parse_path(text)):
+        for name, keys in fam.root + tuple(e for text in (*fam.leaves, *fam.ignore) for e in parse_path(text)):
             if keys:  # the union over families: /interfaces/interface[name], /qos/.../interface[interface-id]
                 list_keys[name] = tuple(dict.fromkeys(list_keys.get(name, ()) + tuple(k for k, _ in keys)))
     return Profile(

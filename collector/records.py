@@ -5,13 +5,15 @@ A protocol collector (``collector/gnmi*``, ``collector/snmp*``) turns protobufs 
 hygiene (deltas, resets, wraps, rates) happens once, after it, in ``collector/counters.py``.
 
 Counters are unsigned integers as reported (64-bit, or 32-bit where ``width32`` says so);
-``None`` means "not reported in this reading", never zero.
+``None`` means "not reported in this reading", never zero. The same holds for ``oper_up`` and
+``speed_bps``: a reading carries them only when its notification (or poll) reported them, and
+counter hygiene carries the port's last known state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
@@ -81,6 +83,13 @@ class PortReading:
     #: Counter fields that are 32-bit at the source (they wrap mod 2^32), e.g. IF-MIB's ifInErrors;
     #: share one frozenset per source rather than building one per reading.
     wrap32: frozenset[str] = frozenset()
+    #: The switch deleted this interface (an optic pulled, a breakout changed): it is down and
+    #: its counters, when it comes back, start a new baseline.
+    removed: bool = False
+    #: When the collector received it (Unix ns), for a reading stamped by the switch's clock
+    #: (gNMI): the clock guard bounds ``time_ns`` by it. None: the collector stamped the reading
+    #: itself (SNMP), and there is no device clock to doubt.
+    received_ns: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +110,8 @@ class LldpReading:
     port: str
     time_ns: int
     neighbors: tuple[LldpNeighborReading, ...]
+    #: As :attr:`PortReading.received_ns`.
+    received_ns: int | None = field(default=None, compare=False)
 
 
 class TargetState(StrEnum):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from collector.clock import ClockGuard
 from collector.config import CollectorConfig
 from collector.gnmi import GnmiCollector
 from collector.heartbeat import HeartbeatTask, sampling_interval
@@ -27,6 +28,7 @@ from collector.snmp import SnmpCollector
 from collector.targets import SwitchTarget, in_shard, parse_shard, resolve_targets
 from config.model import Config
 from fabric.model import Fabric
+from fabric.supervise import TaskHealth
 from store.db import Pool
 from store.pgserver import default_root
 from store.retention import retention_loop
@@ -51,7 +53,12 @@ COLLECTORS: dict[str, CollectorFactory] = {"gnmi": GnmiCollector, "snmp": SnmpCo
 
 def default_spool_dir(shard: tuple[int, int] | None) -> Path:
     """Beside the embedded store's data; one directory per shard, so shards never share files."""
-    base = default_root().parent / "spool"
+    return spool_dir_for(default_root().parent / "spool", shard)
+
+
+def spool_dir_for(base: Path, shard: tuple[int, int] | None) -> Path:
+    """A shard's own spool under ``base`` (``shard-I-of-N``): two shard processes given the same
+    configured ``spool_dir`` must not write and replay each other's files."""
     return base / f"shard-{shard[0]}-of-{shard[1]}" if shard else base
 
 
@@ -87,11 +94,20 @@ class CollectorService:
     def __init__(self, config: Config, fabric: Fabric, pool: Pool, the_plan: Plan) -> None:
         self.config = config
         self.plan = the_plan
-        spool_dir = config.database.writer.spool_dir or default_spool_dir(the_plan.shard)
+        configured = config.database.writer.spool_dir
+        spool_dir = spool_dir_for(configured, the_plan.shard) if configured else default_spool_dir(the_plan.shard)
+        #: Bounds the switches' timestamps (the pipeline's put_ports/put_lldp); the heartbeat persists it.
+        self.clock = ClockGuard(config.collector.max_clock_skew_s)
         self.pipeline = Pipeline(
-            pool, fabric, config.database.writer, spool_dir=spool_dir, pfc_heartbeat_s=config.collector.pfc_heartbeat_s
+            pool,
+            fabric,
+            config.database.writer,
+            spool_dir=spool_dir,
+            pfc_heartbeat_s=config.collector.pfc_heartbeat_s,
+            clock=self.clock,
         )
         self.pool = pool
+        self.retention_health = TaskHealth("retention")
         self.collectors: dict[str, ProtocolCollector] = {
             protocol: COLLECTORS[protocol](targets, self.pipeline, config.collector)
             for protocol, targets in the_plan.targets.items()
@@ -102,14 +118,21 @@ class CollectorService:
             switches=lambda: [t.switch for targets in self.plan.targets.values() for t in targets],
             interval_s=sampling_interval(config.collector, the_plan.targets),
             shard=the_plan.shard,
+            clock=self.clock,
         )
+
+    def tasks(self) -> list[TaskHealth]:
+        """The background tasks /metrics reports: the pipeline's, and retention."""
+        return [*self.pipeline.tasks(), self.retention_health]
 
     async def run(self, stop: asyncio.Event) -> None:
         """Collect until ``stop`` is set or a collector fails; then drain and return."""
         self.pipeline.start()
         self.heartbeat.start()
         running = {asyncio.create_task(c.run(), name=f"collector-{p}") for p, c in self.collectors.items()}
-        retention = asyncio.create_task(retention_loop(self.pool, self.config.database.retention), name="retention")
+        retention = asyncio.create_task(
+            retention_loop(self.pool, self.config.database.retention, self.retention_health), name="retention"
+        )
         stopper = asyncio.create_task(stop.wait(), name="stop")
         owned = [*running, retention, stopper]
         clean = False

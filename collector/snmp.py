@@ -21,6 +21,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from collector.config import CollectorConfig
 from collector.oids import profile_for
@@ -57,7 +58,6 @@ class SnmpStats:
     skipped_by_switch: dict[str, int] = field(default_factory=dict)
     timeouts: int = 0
     auth_errors: int = 0
-    invalid: int = 0
     requests: int = 0
     varbinds: int = 0
     readings: int = 0
@@ -136,11 +136,7 @@ class SnmpCollector:
 
     def _poller(self, target: SwitchTarget, engines: PysnmpEngines) -> SwitchPoller | None:
         switch = target.switch
-
-        def invalid(what: str, n: int) -> None:
-            self.stats.invalid += n
-            self.sink.count_invalid(switch, what, n)
-
+        invalid = partial(self.sink.count_invalid, switch)  # the pipeline keeps the one count
         try:
             poller = open_poller(target, engines, self.interval_s, invalid, self.backend)
         except SnmpError as exc:

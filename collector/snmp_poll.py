@@ -7,10 +7,15 @@ tables (ifName/ifDescr/ifAlias/ifType, lldpLocPortTable) are walked on the first
 ``INDEX_REFRESH_POLLS`` polls, when ifNumber changes, after an ifLastChange moved, and when
 a counter row shows up for an ifIndex they lack.
 
-Times: sysUpTime gives the boot instant (reading time - uptime); it jitters by the round trip,
-so it is kept unless it moves by more than a second, and a move by a multiple of 2^32
-centiseconds is sysUpTime wrapping (497 days), not a reboot. TimeStamp columns
-(ifCounterDiscontinuityTime, ifLastChange) become Unix ns on the same epoch.
+Times: sysUpTime gives the boot instant (reading time - uptime). The agent read sysUpTime at
+some instant between sending the GET and receiving its answer, so the GET is timed on both ends
+and the reading placed at the midpoint, uncertain by half the round trip (a late answer, a retry
+or a busy loop widens it). The epoch is kept while a new estimate agrees with it within both
+estimates' uncertainties plus a second (clock drift, a tick of rounding): a reply 3 s late is not
+a reboot. A move by more than that is one (the uptime went back), and a move by a multiple of
+2^32 centiseconds is sysUpTime wrapping (497 days), not a reboot. TimeStamp columns
+(ifCounterDiscontinuityTime, ifLastChange) become Unix ns on the same epoch, so they stay put
+too while the epoch does: a moved ifCounterDiscontinuityTime is a counter clear (IF-MIB).
 """
 
 from __future__ import annotations
@@ -69,19 +74,24 @@ class UptimeClock:
     def __init__(self) -> None:
         self.epoch_ns: int | None = None
         self.boot_ns: int | None = None
+        #: How far the stored epoch may be off: half the round trip of the GET that set it.
+        self.uncertainty_ns = 0
 
-    def update(self, ticks: int, t_ns: int) -> None:
-        """Take a sysUpTime reading that arrived at ``t_ns``."""
-        estimate = t_ns - ticks * TICK_NS
+    def update(self, ticks: int, sent_ns: int, received_ns: int | None = None) -> None:
+        """Take a sysUpTime reading whose GET was sent at ``sent_ns`` and answered at ``received_ns``."""
+        half = max(0, (sent_ns if received_ns is None else received_ns) - sent_ns) // 2
+        estimate = sent_ns + half - ticks * TICK_NS
         if self.epoch_ns is None or self.boot_ns is None:
             self.epoch_ns = self.boot_ns = estimate
+            self.uncertainty_ns = half
             return
         moved = estimate - self.epoch_ns
-        if abs(moved) <= EPOCH_TOLERANCE_NS:
-            return  # round-trip jitter
-        self.epoch_ns = estimate
+        tolerance = EPOCH_TOLERANCE_NS + half + self.uncertainty_ns
+        if abs(moved) <= tolerance:
+            return  # the same epoch, seen through another round trip
+        self.epoch_ns, self.uncertainty_ns = estimate, half
         wraps = round(moved / UPTIME_WRAP_NS)
-        if wraps >= 1 and abs(moved - wraps * UPTIME_WRAP_NS) <= EPOCH_TOLERANCE_NS:
+        if wraps >= 1 and abs(moved - wraps * UPTIME_WRAP_NS) <= tolerance:
             return  # sysUpTime wrapped: the same boot
         self.boot_ns = estimate
 
@@ -151,12 +161,13 @@ class SwitchPoller:
         """One poll; raises :class:`~collector.snmp_client.SnmpError` when the switch fails us."""
         c = self.client
         requests, varbinds = c.requests, c.varbinds
+        sent = time.time_ns()
         scalars = await c.get([SYS_UPTIME, IF_NUMBER])  # outside the limit: a dead switch holds no slot
         t0 = time.time_ns()
         uptime, if_number = scalars.get(SYS_UPTIME), scalars.get(IF_NUMBER)
         if isinstance(uptime, int) and not isinstance(uptime, bool):
             booted = self.clock.boot_ns
-            self.clock.update(uptime, t0)
+            self.clock.update(uptime, sent, t0)
             if booted is not None and booted != self.clock.boot_ns:
                 self.cache.dirty = True  # a reboot may renumber ifIndex
         else:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -13,6 +15,10 @@ class Section(BaseModel):
     """A configuration section: typed, strict about unknown keys, immutable once loaded."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    #: Keys this section no longer has, each with what to tell a config file that still sets it
+    #: (the loader reports "removed key (<note>): delete it" instead of "unknown key").
+    removed_keys: ClassVar[Mapping[str, str]] = {}
 
 
 def check_hostport(value: str) -> str:

@@ -2,7 +2,8 @@
 
 Errors name the key and, when it came from the file, the file and line: a typo, a missing
 key or a wrong type is one line, e.g. ``fabricmon.yaml:12: database.dsm: unknown key
-(did you mean 'dsn'?)``.
+(did you mean 'dsn'?)``. A key that a section has dropped says so and what replaces it
+(``collector.queue_rows: removed key (...): delete it``; see ``Section.removed_keys``).
 
 Environment overrides use ``__`` between levels: ``FABRICMON_DATABASE__DSN=postgresql://…``,
 ``FABRICMON_API__LISTEN=0.0.0.0:8080``; values are read as YAML scalars (numbers, booleans,
@@ -21,6 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from config.base import Section
 from config.errors import ConfigError
 from config.model import Config
 
@@ -150,7 +152,7 @@ def _describe(exc: ValidationError, where: str, lines: dict[Key, int], from_env:
     key = tuple(p for p in key if isinstance(p, int) or not p.startswith(("function-", "tagged-union")))
     kind = first["type"]
     if kind == "extra_forbidden":
-        message = "unknown key" + _suggest(key)
+        message = _unknown(key)
     elif kind == "missing":
         message = "missing required key"
     else:
@@ -169,7 +171,8 @@ def _locate(where: str, lines: dict[Key, int], key: Key) -> str:
     return f"{where}: "
 
 
-def _suggest(key: Key) -> str:
+def _unknown(key: Key) -> str:
+    """Why ``key`` is refused: a key the section no longer has (and what replaces it), or a typo."""
     model: type[BaseModel] | None = Config
     for part in key[:-1]:
         if model is None or isinstance(part, int):
@@ -177,9 +180,12 @@ def _suggest(key: Key) -> str:
         field = model.model_fields.get(part)
         model = _model_of(field.annotation) if field is not None else None
     if model is None or not key or isinstance(key[-1], int):
-        return ""
+        return "unknown key"
+    removed = model.removed_keys.get(key[-1]) if issubclass(model, Section) else None
+    if removed is not None:
+        return f"removed key ({removed}): delete it"
     close = difflib.get_close_matches(key[-1], list(model.model_fields), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return "unknown key" + (f" (did you mean {close[0]!r}?)" if close else "")
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:

@@ -7,6 +7,7 @@ from api.config import ApiConfig
 from collector.config import CollectorConfig, TargetConfig
 from config.base import Section
 from fabric.config import FabricConfig
+from schedulers.config import SchedulersConfig
 from store.config import DatabaseConfig
 
 
@@ -20,3 +21,4 @@ class Config(Section):
     analyzer: AnalyzerConfig = AnalyzerConfig()
     alerts: AlertsConfig = AlertsConfig()
     api: ApiConfig = ApiConfig()
+    schedulers: SchedulersConfig = SchedulersConfig()

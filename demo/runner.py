@@ -29,6 +29,7 @@ from demo.receiver import Delivery, Receiver
 from demo.tour import Step
 from fabric.errors import FabricmonError
 from fabric.model import FabricParams
+from simulator.nos import MIXED, Nos
 from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
 from simulator.sim_config import sim_config
 
@@ -78,6 +79,8 @@ class DemoOptions:
         return max(self.step_timeout_s, STEP_INTERVALS * self.interval_s)
 
     seed: int = 1
+    #: The switches' notification shapes (SPEC §9.2): by default every NOS the simulator speaks.
+    nos: tuple[Nos, ...] = MIXED
 
 
 @dataclass(slots=True)
@@ -122,9 +125,7 @@ class DemoResult:
 
     @property
     def ok(self) -> bool:
-        return (
-            all(s.found and s.webhook_s is not None and s.clean for s in self.steps) and not self.unexpected_alerts
-        )
+        return all(s.found and s.webhook_s is not None and s.clean for s in self.steps) and not self.unexpected_alerts
 
     def as_dict(self) -> dict[str, Any]:
         out = {**asdict(self), "ok": self.ok}
@@ -142,6 +143,7 @@ def demo_config(sim: RunningSim, opts: DemoOptions, webhook: str, secret: str, d
         params=FabricParams(gpus=opts.gpus),
         gnmi_interval_s=opts.interval_s,
         snmp_interval_s=opts.interval_s,
+        nos=sim.devices.assignment() if sim.devices is not None else None,
     )
     data["database"] = {"dsn": dsn, "writer": {"flush_interval_s": 0.5}}
     data["analyzer"] = {
@@ -175,9 +177,11 @@ async def run_demo(opts: DemoOptions, dsn: str, say: Say, stop: asyncio.Event) -
     secret = secrets.token_hex(16)
     receiver = Receiver(secret, on_delivery=lambda d: say(_delivery_line(d)))
     webhook = await receiver.start()
-    say(f"building a {opts.gpus}-GPU AIPod fabric and simulating every switch (gNMI for leaves, SNMP for spines)")
+    shapes = ", ".join(n.value for n in dict.fromkeys(opts.nos))
+    say(f"building a {opts.gpus}-GPU AIPod fabric and simulating every switch (gNMI for leaves, speaking {shapes};"
+        " SNMP for spines)")  # fmt: skip
     sim = await start_sim(SimOptions(params=FabricParams(gpus=opts.gpus), gnmi="127.0.0.1:0", snmp="127.0.0.1:0",
-                                     control="127.0.0.1:0", seed=opts.seed))  # fmt: skip
+                                     control="127.0.0.1:0", seed=opts.seed, nos=opts.nos))  # fmt: skip
     try:
         assert sim.fabric is not None and sim.state is not None
         config = demo_config(sim, opts, webhook, secret, dsn)

@@ -319,11 +319,6 @@ class Fabric:
         hit = self._ix.peers.get(endpoint)
         return hit[0] if hit is not None else None
 
-    def link_at(self, endpoint: Endpoint) -> Link | None:
-        """The link cabled at ``endpoint``, or None."""
-        hit = self._ix.peers.get(endpoint)
-        return hit[1] if hit is not None else None
-
     def leaf_for(self, server: str, gpu: int) -> str:
         """The leaf that GPU ``gpu`` (1-based) of ``server`` is cabled to."""
         if server not in self.servers:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what fabricmon needs from the operating system, and nothing it already has:
-#   - PostgreSQL server binaries and headers, cmake, net-snmp's command-line tools (Debian);
+#   - PostgreSQL server binaries and headers, cmake, net-snmp's command-line tools, and the
+#     programs the integration tests drive: Slurm, munge, Prometheus, Alertmanager (Debian);
 #   - the TimescaleDB extension, built from Debian's own source package of a newer release
 #     (Debian's current suite packages it; this machine's suite does not).
 # The newer suite is read through a private apt source list and state directory derived from
@@ -43,6 +44,11 @@ have_pkg docker-compose || wanted+=(docker-compose)
 # The dashboard's browser test drives Debian's Chromium through its WebDriver.
 have_pkg chromium || wanted+=(chromium)
 have_pkg chromium-driver || wanted+=(chromium-driver)
+# The scheduler and alerting integrations are tested against the real programs (issue 12):
+# Slurm (controller, node daemon, client tools, munge), Prometheus (promtool) and Alertmanager.
+for pkg in slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-jwt-plugin prometheus prometheus-alertmanager; do
+  have_pkg "$pkg" || wanted+=("$pkg")
+done
 if [ "${#wanted[@]}" -gt 0 ]; then apt_install "${wanted[@]}"; fi
 
 ext_control() { echo "$("${PG_BIN}/pg_config" --sharedir)/extension/timescaledb.control"; }

@@ -76,7 +76,8 @@ class FabricState:
         if sw is None:
             return None
         self._sync(None)
-        return SwitchInfo(sw.name, sw.role.value, sw.boot_ns, not (sw.booting or sw.unreachable))
+        delay = max(sw.snmp_delay.values(), default=0.0)
+        return SwitchInfo(sw.name, sw.role.value, sw.boot_ns, not (sw.booting or sw.unreachable), delay)
 
     def ports(self, switch: str, now_ns: int | None = None) -> list[PortCounters]:
         """Every port of ``switch`` with its counters at ``now_ns`` (default: now); [] if unknown."""
@@ -170,10 +171,6 @@ class FabricState:
         heapq.heappush(self._events, (when_ns, next(self._seq), action))
         if self._wake is not None:
             self._wake.set()
-
-    def next_event_ns(self) -> int | None:
-        """When the next timed transition is due, if any."""
-        return self._events[0][0] if self._events else None
 
     async def run(self) -> None:
         """Fire timed transitions on time and deliver change notifications, until cancelled."""

@@ -9,6 +9,9 @@ faults compose and clearing one leaves the others in force. Choices:
 * ``reboot``: cables down, counters restart from 0, unreachable for ``boot_s``, then cables up;
   it stays listed until cleared. Clearing it early ends the boot at once; counters are not
   restored (a reboot happened).
+* ``link_down`` with ``removed``: the cable goes down as for a plain ``link_down`` and the
+  port is marked not present (:attr:`SimPort.removed`) until the fault clears.
+* ``snmp_slow``: recorded on the switch; the SNMP agent reads it from ``SwitchInfo``.
 * ``miswire``: the NIC moves to the *same port number* on ``to_leaf`` (what a technician does
   who picks the wrong switch). If that port is free, the NIC lands there and the designed port
   goes dark; if it is taken, the two cables are swapped (both ports stay up, each sees the
@@ -46,11 +49,17 @@ def start(state: FabricState, fault: AppliedFault, t: int) -> None:
         wiring.reset(sw, t)
         wiring.changed[(sw.name, None)] = None
         state.schedule(t + round(spec.boot_s * 1e9), _once(state, fault, _boot_done))
+    elif kind is FaultKind.SNMP_SLOW:
+        assert spec.delay_s is not None
+        wiring.switches[fault.switch].snmp_delay[fid] = spec.delay_s
     else:
         assert spec.port is not None
         port = wiring.port(fault.switch, spec.port)
         if kind is FaultKind.LINK_DOWN:
             port.wire.down.add(fid)
+            if spec.removed:
+                port.removed.add(fid)
+                wiring.changed[(port.sw.name, port.name)] = None  # even if the link was down already
             wiring.refresh(port.wire, t)
         elif kind is FaultKind.LINK_FLAP:
             _flap(state, fault, 0, t)
@@ -78,9 +87,15 @@ def stop(state: FabricState, fault: AppliedFault, t: int) -> None:
         wiring.changed[(sw.name, None)] = None
     elif kind is FaultKind.REBOOT:
         _boot_done(state, fault, t)
+    elif kind is FaultKind.SNMP_SLOW:
+        wiring.switches[fault.switch].snmp_delay.pop(fid, None)
     else:
         assert spec.port is not None
-        wire = wiring.port(fault.switch, spec.port).wire
+        port = wiring.port(fault.switch, spec.port)
+        if fid in port.removed:
+            port.removed.discard(fid)
+            wiring.changed[(port.sw.name, port.name)] = None
+        wire = port.wire
         wire.down.discard(fid)
         wire.caps.pop(fid, None)
         wiring.storms.pop(fid, None)

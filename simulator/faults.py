@@ -8,7 +8,8 @@ A fault is a JSON object: ``kind``, ``switch`` and the fields its kind takes (be
 =====================  =====================================================================
 kind                   fields (default)
 =====================  =====================================================================
-link_down              port (the switch's first uplink)
+link_down              port (the switch's first uplink), removed (false; true: the optic was
+                       pulled or a breakout changed, so the interface itself goes away)
 link_flap              port, period_s (10; down for half a period, up for the other half),
                        count (unbounded: flaps until cleared)
 speed_degrade          port, speed_gbps (half the design speed; below it)
@@ -17,10 +18,25 @@ error_burst            port, rate_pps (100) FCS errors on the port's receive sid
 miswire                server, gpu, to_leaf; switch (optional: the GPU's designed leaf)
 switch_unreachable     (none)
 reboot                 boot_s (5): seconds the switch stays down while it boots
+snmp_slow              delay_s (3): the switch's SNMP agent answers this many seconds late
 =====================  =====================================================================
 
 "First uplink" is ``swp{radix/2+1}`` on leaves and spines; a superspine has none, so its
-first cabled port stands in. ``boot_s`` is an addition to the SPEC's field list.
+first cabled port stands in. ``boot_s``, ``removed``, ``delay_s`` and ``snmp_slow`` are
+additions to the SPEC's list.
+
+``removed`` (a ``link_down`` of a pulled optic): the link is down at both ends, and the port
+that lost its optic is *not present*: its gNMI stream sends one Notification that deletes the
+interface (``/interfaces/interface[name=X]``, and the ``/qos`` and ``/lldp`` entries of the
+families subscribed; SONiC: the ``COUNTERS/X``, ``PORT_TABLE/X`` and ``LLDP_ENTRY_TABLE/X``
+keys, as its Redis tables lose them) and then no data for it; when the fault clears, the
+interface comes back with its counters continuing where they stopped. Over SNMP the row stays
+(ifIndex is stable, RFC 2863 §3.1.5) with ifOperStatus notPresent(6), the IF-MIB value for a
+missing component, and counters frozen; the peer port is merely down.
+
+``snmp_slow``: every SNMPv2c answer for the switch is computed when the request arrives and
+sent ``delay_s`` later (a busy agent or a congested management network), so the values are
+older than their arrival. SNMPv3 answers are not delayed (the pysnmp engine sends them).
 
 Errors::
 
@@ -61,11 +77,12 @@ class FaultKind(StrEnum):
     MISWIRE = "miswire"
     SWITCH_UNREACHABLE = "switch_unreachable"
     REBOOT = "reboot"
+    SNMP_SLOW = "snmp_slow"
 
 
 #: The optional fields each kind takes, beyond ``id``, ``kind`` and ``switch``.
 KIND_FIELDS: dict[FaultKind, frozenset[str]] = {
-    FaultKind.LINK_DOWN: frozenset({"port"}),
+    FaultKind.LINK_DOWN: frozenset({"port", "removed"}),
     FaultKind.LINK_FLAP: frozenset({"port", "period_s", "count"}),
     FaultKind.SPEED_DEGRADE: frozenset({"port", "speed_gbps"}),
     FaultKind.PFC_STORM: frozenset({"port", "priority", "rate_pps"}),
@@ -73,6 +90,7 @@ KIND_FIELDS: dict[FaultKind, frozenset[str]] = {
     FaultKind.MISWIRE: frozenset({"server", "gpu", "to_leaf"}),
     FaultKind.SWITCH_UNREACHABLE: frozenset(),
     FaultKind.REBOOT: frozenset({"boot_s"}),
+    FaultKind.SNMP_SLOW: frozenset({"delay_s"}),
 }
 #: Kinds that act on one cabled port of ``switch``.
 PORT_KINDS = frozenset(k for k, f in KIND_FIELDS.items() if "port" in f)
@@ -83,6 +101,8 @@ _DEFAULT_RATE = {FaultKind.PFC_STORM: 5000.0, FaultKind.ERROR_BURST: 100.0}
 _MAX_RATE_PPS = 1e8
 _DEFAULT_BOOT_S = 5.0
 _MAX_BOOT_S = 600.0
+_DEFAULT_DELAY_S = 3.0
+_MAX_DELAY_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +122,8 @@ class FaultSpec:
     gpu: int | None = None
     to_leaf: str | None = None
     boot_s: float | None = None
+    removed: bool | None = None
+    delay_s: float | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FaultSpec:
@@ -147,6 +169,8 @@ _FIELD_TYPES: dict[str, type] = {
     "gpu": int,
     "to_leaf": str,
     "boot_s": float,
+    "removed": bool,
+    "delay_s": float,
 }
 
 
@@ -155,6 +179,10 @@ def _typed(key: str, value: Any) -> Any:
     if want is str:
         if not isinstance(value, str) or not value:
             raise FaultError(f"field {key!r} must be a non-empty string (got {value!r})")
+        return value
+    if want is bool:
+        if not isinstance(value, bool):
+            raise FaultError(f"field {key!r} must be true or false (got {value!r})")
         return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise FaultError(f"field {key!r} must be a number (got {value!r})")
@@ -265,6 +293,10 @@ def _with_defaults(spec: FaultSpec, design_gbps: int) -> FaultSpec:
             spec = replace(spec, priority=priority)
     elif kind is FaultKind.REBOOT:
         spec = replace(spec, boot_s=_positive("boot_s", spec.boot_s, _DEFAULT_BOOT_S, 0.0, _MAX_BOOT_S))
+    elif kind is FaultKind.SNMP_SLOW:
+        spec = replace(spec, delay_s=_positive("delay_s", spec.delay_s, _DEFAULT_DELAY_S, 0.0, _MAX_DELAY_S))
+    elif kind is FaultKind.LINK_DOWN and spec.removed is False:
+        spec = replace(spec, removed=None)  # the plain form: ``removed`` shows only when it is true
     return spec
 
 

@@ -17,7 +17,14 @@ interface, prefix = target + the family root with the interface key, updates rel
 A request path may use ``*`` for an element name or a key value, omit keys (a wildcard),
 use ``...`` for any number of elements, and carry YANG module prefixes
 (``openconfig-interfaces:interfaces``). A path that names a container selects every leaf
-below it. Errors::
+below it. The origins accepted are ``""``, ``openconfig`` and the module names a Cisco IOS XR
+client sends (``openconfig-interfaces``, and the same for the other models served), for any
+path: a client sends one origin for all its subscriptions.
+
+SONiC's DB paths (target ``COUNTERS_DB``/``APPL_DB``) are another schema, in
+:mod:`simulator.gnmi_sonic`; its families are members of :class:`Family` too, so that plans and
+diffs treat both alike, but :data:`LEAVES` and :func:`select` are the OpenConfig tree only.
+Errors::
 
     FabricmonError
     ├── PathError (ValueError)          a malformed path: the server answers INVALID_ARGUMENT
@@ -33,8 +40,10 @@ from typing import Any
 
 from fabric.errors import FabricmonError
 
-#: Origins accepted in a request path ("" and "openconfig" both mean the OpenConfig tree).
-ORIGINS = frozenset({"", "openconfig"})
+#: Origins accepted in a request path: all mean the OpenConfig tree (IOS XR clients name the module).
+ORIGINS = frozenset(
+    {"", "openconfig", "openconfig-interfaces", "openconfig-if-ethernet", "openconfig-lldp", "openconfig-qos"}
+)
 
 
 class PathError(FabricmonError, ValueError):
@@ -66,7 +75,7 @@ def path_elems(path: Any) -> tuple[Elem, ...]:
     if path.element:
         raise PathError("the deprecated Path.element field is not supported; use Path.elem")
     if path.origin not in ORIGINS:
-        raise PathError(f"unsupported origin {path.origin!r} (use '' or 'openconfig')")
+        raise PathError(f"unsupported origin {path.origin!r} (use '', 'openconfig' or an openconfig module name)")
     out: list[Elem] = []
     for pe in path.elem:
         name = _strip_module(pe.name)
@@ -134,6 +143,14 @@ class Family(Enum):
     INTERFACES = "interfaces"
     PFC = "pfc"
     LLDP = "lldp"
+    # SONiC's Redis tables (simulator.gnmi_sonic): not in LEAVES, ROOTS or select()
+    SONIC_COUNTERS = "sonic-counters"  # COUNTERS_DB COUNTERS/<port>: SAI port stats incl. PFC
+    SONIC_PORTS = "sonic-ports"  # APPL_DB PORT_TABLE/<port>
+    SONIC_LLDP = "sonic-lldp"  # APPL_DB LLDP_ENTRY_TABLE/<port>
+
+
+#: The OpenConfig families (the keys of LEAVES and ROOTS).
+OPENCONFIG_FAMILIES: tuple[Family, ...] = (Family.INTERFACES, Family.PFC, Family.LLDP)
 
 
 class Kind(Enum):
@@ -235,12 +252,17 @@ LEAVES: dict[Family, tuple[Leaf, ...]] = _build_leaves()
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """What one request path selects in one family: leaf indexes plus key filters (None = all)."""
+    """What one request path selects in one family: leaf indexes plus key filters (None = all).
+
+    ``glob`` is the wildcard port element of a SONiC virtual path (``Ethernet*``), which the
+    answer repeats.
+    """
 
     family: Family
     leaves: tuple[int, ...]
     port: str | None = None
     neighbor: str | None = None
+    glob: str | None = None
 
 
 def select(elems: Sequence[Elem]) -> list[Selection]:
@@ -263,10 +285,10 @@ def select(elems: Sequence[Elem]) -> list[Selection]:
 
 def merge(selections: Iterable[Selection]) -> list[Selection]:
     """Union the leaves of selections with the same family and filters (one Notification each)."""
-    found: dict[tuple[Family, str | None, str | None], set[int]] = {}
+    found: dict[tuple[Family, str | None, str | None, str | None], set[int]] = {}
     for s in selections:
-        found.setdefault((s.family, s.port, s.neighbor), set()).update(s.leaves)
-    return [Selection(f, tuple(sorted(ix)), port, nbr) for (f, port, nbr), ix in found.items()]
+        found.setdefault((s.family, s.port, s.neighbor, s.glob), set()).update(s.leaves)
+    return [Selection(f, tuple(sorted(ix)), port, nbr, glob) for (f, port, nbr, glob), ix in found.items()]
 
 
 _Binds = tuple[str | None, str | None]

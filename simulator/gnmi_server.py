@@ -2,10 +2,13 @@
 
 The switch is chosen by the request's path prefix ``target`` (or, when the prefix has none,
 the paths' common ``target``): unknown → NOT_FOUND, missing → INVALID_ARGUMENT, unreachable
-→ UNAVAILABLE. RPCs: Capabilities, Get (JSON_IETF or PROTO), Subscribe (STREAM, ONCE,
-POLL; see :mod:`simulator.gnmi_subscribe`); Set is UNIMPLEMENTED. Optional TLS (server
-certificate, and a client CA for mTLS) and username/password from the ``username`` and
-``password`` metadata (UNAUTHENTICATED when wrong).
+→ UNAVAILABLE. SONiC's database targets (``COUNTERS_DB``, ``APPL_DB``) name the switch in the
+``username`` metadata instead (:mod:`simulator.nos`). Each switch answers in the shape of the
+NOS it imitates (``devices``; :mod:`simulator.gnmi_shapes`), with its own clock.
+RPCs: Capabilities, Get (JSON_IETF or PROTO), Subscribe (STREAM, ONCE, POLL; see
+:mod:`simulator.gnmi_subscribe`); Set is UNIMPLEMENTED. Optional TLS (server certificate, and
+a client CA for mTLS) and username/password from the ``username`` and ``password`` metadata
+(UNAUTHENTICATED when wrong; a SONiC switch's name is accepted as the user name).
 
 Only pygnmi's generated protobufs (``pygnmi.spec.v080``) are used. Get and Subscribe
 responses are produced as wire bytes by :mod:`simulator.gnmi_wire` and registered with an
@@ -29,24 +32,27 @@ import asyncio
 import hmac
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2
 
-from simulator.gnmi_subscribe import (
+from simulator.gnmi_shapes import make_shapes
+from simulator.gnmi_subscribe import Stats, SubscribeSession
+from simulator.gnmi_target import (
+    Batch,
     RequestError,
     Snapshot,
-    Stats,
-    SubscribeSession,
     check_encoding,
     check_switch,
     describe,
     resolve_target,
     selections,
+    speaker_for,
 )
-from simulator.gnmi_wire import Renderer, notification, timestamp
+from simulator.gnmi_wire import Renderer
+from simulator.ledger import SentLedger
+from simulator.nos import Devices, Nos
 from simulator.view import FabricView
 
 log = logging.getLogger(__name__)
@@ -82,15 +88,6 @@ class GnmiTls:
     private_key: bytes
     client_ca: bytes | None = None
 
-    @classmethod
-    def from_files(cls, cert_file: Path, key_file: Path, client_ca_file: Path | None = None) -> GnmiTls:
-        """Read the PEM files."""
-        return cls(
-            cert_file.read_bytes(),
-            key_file.read_bytes(),
-            client_ca_file.read_bytes() if client_ca_file is not None else None,
-        )
-
 
 class _Servicer:
     """The gNMI service over a FabricView; owns the byte caches and the live sessions."""
@@ -101,29 +98,42 @@ class _Servicer:
         credentials: tuple[str, str] | None,
         min_interval_ns: int,
         send_timeout_s: float,
+        devices: Devices | None = None,
+        ledger: SentLedger | None = None,
     ) -> None:
         self.view = view
         self.stats = Stats()
         self.renderer = Renderer()
-        self.sessions: dict[str, set[SubscribeSession]] = {}
+        self.shapes = make_shapes(self.renderer)
+        self.devices = devices
+        self.sessions: dict[str, set[SubscribeSession]] = {}  # by switch
         self._credentials = credentials
         self._min_interval_ns = min_interval_ns
         self._send_timeout_s = send_timeout_s
+        self._ledger = ledger
 
     def on_change(self, switch: str, port: str | None) -> None:
         """FabricView listener: wake the sessions of that switch."""
         for session in self.sessions.get(switch, ()):
             session.mark(port)
 
-    async def _authorize(self, context: Any) -> None:
-        if self._credentials is None:
-            return
+    async def _authorize(self, context: Any) -> str:
+        """Check the credentials (when configured); the ``username`` metadata ("" if none)."""
         metadata = {m.key: m.value for m in context.invocation_metadata() or ()}
+        username = str(metadata.get("username", ""))
+        if self._credentials is None:
+            return username
         user, password = self._credentials
-        ok = hmac.compare_digest(str(metadata.get("username", "")).encode(), user.encode())
+        ok = hmac.compare_digest(username.encode(), user.encode()) or self._is_sonic(username)
         ok &= hmac.compare_digest(str(metadata.get("password", "")).encode(), password.encode())
         if not ok:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid username or password")
+        return username
+
+    def _is_sonic(self, name: str) -> bool:
+        """A SONiC switch's name is a valid user (it says which switch a DB target is for)."""
+        devices = self.devices
+        return devices is not None and devices.nos_of(name) is Nos.SONIC and self.view.switch(name) is not None
 
     async def capabilities(self, request: Any, context: Any) -> Any:
         """Capabilities RPC."""
@@ -135,15 +145,15 @@ class _Servicer:
         )
 
     async def get(self, request: Any, context: Any) -> bytes:
-        """Get RPC: GetResponse wire bytes, one Notification per interface and family."""
-        await self._authorize(context)
+        """Get RPC: GetResponse wire bytes, one Notification per interface and family (or container)."""
+        username = await self._authorize(context)
         try:
-            return self._get(request)
+            return self._get(request, username)
         except RequestError as exc:
             await context.abort(exc.code, exc.message)
             raise  # unreachable: abort raises
 
-    def _get(self, request: Any) -> bytes:
+    def _get(self, request: Any, username: str = "") -> bytes:
         encoding = check_encoding(request.encoding)
         if request.use_models:
             raise RequestError(grpc.StatusCode.UNIMPLEMENTED, "use_models is not supported")
@@ -151,16 +161,20 @@ class _Servicer:
             raise RequestError(grpc.StatusCode.UNIMPLEMENTED, "only state data is simulated (no config datastore)")
         paths = list(request.path) or [gnmi_pb2.Path()]
         target = resolve_target(request.prefix, paths)
-        plans = [selections(request.prefix, p) for p in paths]
-        check_switch(self.view, target)
-        snap = Snapshot(self.view, target)
+        speaker = speaker_for(self.view, self.shapes, self.devices, target, username)
+        plans = [selections(request.prefix, p, speaker.shape) for p in paths]
+        check_switch(self.view, speaker.switch)
+        snap = Snapshot(self.view, speaker)
         out: list[bytes] = []
-        ts = timestamp(snap.ts)
         for path, sels in zip(paths, plans, strict=True):
-            groups = [g for sel in sels for g in snap.groups(self.renderer, sel, encoding)]
-            if not groups:
+            batch = Batch(snap.ts, speaker.device)  # the Notifications of each path apart (gNMI §3.3.2)
+            for sel in sels:
+                groups, offset = snap.groups(sel, encoding)
+                for g in groups:
+                    batch.add(g.prefix, g.updates, offset_ns=offset, note=g.note)
+            if not batch.updates:
                 raise RequestError(grpc.StatusCode.NOT_FOUND, f"no data at {describe(request.prefix, path)}")
-            out += (notification(ts, g.prefix, g.updates) for g in groups)
+            out += batch.messages()
         return b"".join(out)
 
     async def set(self, request: Any, context: Any) -> Any:
@@ -170,7 +184,7 @@ class _Servicer:
 
     async def subscribe(self, request_iterator: Any, context: Any) -> None:
         """Subscribe RPC (reads with ``context.read``, writes pre-encoded responses)."""
-        await self._authorize(context)
+        username = await self._authorize(context)
         session: SubscribeSession | None = None
         try:
             async with asyncio.timeout(_FIRST_REQUEST_TIMEOUT_S):
@@ -179,14 +193,17 @@ class _Servicer:
                 return
             session = SubscribeSession(
                 self.view,
-                self.renderer,
+                self.shapes,
+                self.devices,
                 self.stats,
                 context,
                 request,
                 min_interval_ns=self._min_interval_ns,
                 send_timeout_s=self._send_timeout_s,
+                username=username,
+                ledger=self._ledger,
             )
-            self.sessions.setdefault(session.target, set()).add(session)
+            self.sessions.setdefault(session.switch, set()).add(session)
             self.stats.active_streams += 1
             await session.run()
         except RequestError as exc:
@@ -196,11 +213,11 @@ class _Servicer:
         finally:
             if session is not None:
                 self.stats.active_streams -= 1
-                peers = self.sessions.get(session.target)
+                peers = self.sessions.get(session.switch)
                 if peers is not None:
                     peers.discard(session)
                     if not peers:
-                        del self.sessions[session.target]
+                        del self.sessions[session.switch]
 
     def handler(self) -> grpc.GenericRpcHandler:
         """The gNMI service, with identity serializers for the pre-encoded responses."""
@@ -255,13 +272,17 @@ async def serve_gnmi(
     credentials: tuple[str, str] | None = None,
     min_sample_interval_s: float = 1.0,
     send_timeout_s: float = 60.0,
+    devices: Devices | None = None,
+    ledger: SentLedger | None = None,
 ) -> GnmiServer:
     """Start a gNMI target for every switch of ``view`` on ``host:port`` (0: any free port).
 
     ``credentials`` is ``(username, password)``; ``min_sample_interval_s`` is the shortest
-    SAMPLE interval accepted (and what ``sample_interval: 0`` means).
+    SAMPLE interval accepted (and what ``sample_interval: 0`` means); ``devices`` says which
+    NOS each switch imitates and its clock (None: every switch OpenConfig, perfect clocks);
+    ``ledger`` notes every counter sample written to a Subscribe stream (:mod:`simulator.ledger`).
     """
-    servicer = _Servicer(view, credentials, int(min_sample_interval_s * 1e9), send_timeout_s)
+    servicer = _Servicer(view, credentials, int(min_sample_interval_s * 1e9), send_timeout_s, devices, ledger)
     server = grpc.aio.server(options=_SERVER_OPTIONS)
     server.add_generic_rpc_handlers((servicer.handler(),))
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -14,10 +14,21 @@ Semantics follow the reference target (openconfig/gnmi ``subscribe/subscribe.go`
   ``sync_response`` comes first (reference behaviour). For POLL, ``updates_only`` only skips
   the initial dump: each Poll still dumps.
 
+Each switch speaks its NOS (:class:`simulator.gnmi_target.Speaker`): the shape renders the
+groups (:mod:`simulator.gnmi_shapes`), a family it reads later is stamped later (EOS PFC), and
+an EOS switch re-sends its ON_CHANGE interface state (unchanged, a new timestamp) half-way
+between samples (an implicit ``heartbeat_interval`` of the shortest sample interval). Every
+timestamp is the switch's clock (offset and jitter, :mod:`simulator.nos`). An interface whose
+optic is pulled (``PortCounters.present`` False) gets one Notification deleting it per family
+subscribed and no data until it is back; then its ON_CHANGE leaves are all sent again.
+
 A switch that is not ``reachable`` is silent: its streams send nothing (no error, as a
 real unreachable switch) and resume when it is back; new RPCs for it fail UNAVAILABLE. A
 changed ``boot_time_ns`` ends its streams with UNAVAILABLE, as a rebooted switch drops its
 gRPC sessions; the client resubscribes and sees a new ``sync_response``.
+
+With a sent-ledger (:mod:`simulator.ledger`, ``SimOptions(ledger=True)``) each batch's messages
+are noted there once ``context.write`` has taken them; without one, sending is unchanged.
 """
 
 from __future__ import annotations
@@ -25,39 +36,37 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from pygnmi.spec.v080 import gnmi_pb2
 
-from fabric.errors import FabricmonError
-from simulator.gnmi_paths import (
-    LEAVES,
-    Family,
-    PathError,
-    Selection,
-    UnknownPathError,
-    format_path,
-    merge,
-    path_elems,
-    select,
+from simulator.gnmi_paths import Family, Selection
+from simulator.gnmi_shapes import Shape
+from simulator.gnmi_target import (
+    Batch,
+    RequestError,
+    Snapshot,
+    Speaker,
+    check_encoding,
+    check_switch,
+    resolve_target,
+    selections,
+    speaker_for,
 )
-from simulator.gnmi_wire import SYNC_RESPONSE, Encoding, Group, Renderer, notification, timestamp
-from simulator.view import FabricView, LldpNeighbor, PortCounters, SwitchInfo
+from simulator.gnmi_wire import SYNC_RESPONSE, Renderer
+from simulator.ledger import SentLedger
+from simulator.nos import Devices, Nos
+from simulator.view import FabricView
+
+__all__ = ["ON_CHANGE", "SAMPLE", "TARGET_DEFINED", "Plan", "RequestError", "Stats", "SubscribeSession", "build_plans"]
 
 STREAM, ONCE, POLL = 0, 1, 2  # SubscriptionList.Mode
 TARGET_DEFINED, ON_CHANGE, SAMPLE = 0, 1, 2  # SubscriptionMode
-
-
-class RequestError(FabricmonError):
-    """A request the target refuses; the RPC ends with ``code`` and ``message``."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+#: An EOS switch's status heartbeat period when a session has no SAMPLE subscription.
+STATUS_HEARTBEAT_NS = 10_000_000_000
 
 
 @dataclass(slots=True)
@@ -69,78 +78,8 @@ class Stats:
     updates: int = 0
 
 
-def check_encoding(value: int) -> Encoding:
-    """The requested encoding, or UNIMPLEMENTED for the ones not served."""
-    try:
-        return Encoding(value)
-    except ValueError:
-        name = gnmi_pb2.Encoding.Name(value) if value in gnmi_pb2.Encoding.values() else str(value)
-        raise RequestError(
-            grpc.StatusCode.UNIMPLEMENTED, f"encoding {name} is not supported (use JSON_IETF or PROTO)"
-        ) from None
-
-
-def resolve_target(prefix: Any, paths: Iterable[Any]) -> str:
-    """The one switch a request is for: the prefix target, else the (single) path target."""
-    targets = {p.target for p in paths if p.target}
-    if prefix.target:
-        if targets - {prefix.target}:
-            raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, "path target differs from prefix target")
-        return str(prefix.target)
-    if not targets:
-        raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, "missing target (set it in the path prefix)")
-    if len(targets) > 1:
-        raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, "one target per request")
-    return str(targets.pop())
-
-
-def selections(prefix: Any, path: Any) -> list[Selection]:
-    """What ``prefix`` + ``path`` selects (INVALID_ARGUMENT if malformed, NOT_FOUND if unknown)."""
-    try:
-        elems = path_elems(prefix) + path_elems(path)
-        return merge(select(elems))
-    except PathError as exc:
-        raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
-    except UnknownPathError as exc:
-        raise RequestError(grpc.StatusCode.NOT_FOUND, str(exc)) from exc
-
-
-def describe(prefix: Any, path: Any) -> str:
-    """Best-effort text of a request path, for error messages."""
-    try:
-        return format_path(path_elems(prefix) + path_elems(path))
-    except PathError:
-        return "<malformed path>"
-
-
-def check_switch(view: FabricView, target: str) -> SwitchInfo:
-    """The switch a request names: NOT_FOUND if not simulated, UNAVAILABLE while unreachable."""
-    info = view.switch(target)
-    if info is None:
-        raise RequestError(grpc.StatusCode.NOT_FOUND, f"no such target: {target!r}")
-    if not info.reachable:
-        raise RequestError(grpc.StatusCode.UNAVAILABLE, f"target {target!r} is unreachable")
-    return info
-
-
-class Snapshot:
-    """The view's data for one switch at one instant, read lazily (ports and LLDP separately)."""
-
-    def __init__(self, view: FabricView, target: str) -> None:
-        self.view, self.target = view, target
-        self.ts = view.now_ns()
-        self._ports: list[PortCounters] | None = None
-        self._lldp: list[LldpNeighbor] | None = None
-
-    def groups(self, renderer: Renderer, sel: Selection, encoding: Encoding) -> list[Group]:
-        """The selection's Notification groups at this instant."""
-        if sel.family is Family.LLDP:
-            if self._lldp is None:
-                self._lldp = self.view.lldp(self.target)
-            return renderer.render(self.target, sel, encoding, (), self._lldp)
-        if self._ports is None:
-            self._ports = self.view.ports(self.target, self.ts)
-        return renderer.render(self.target, sel, encoding, self._ports, ())
+#: A diff cache entry's identity: (port, prefix field, note) of one group.
+Ident = tuple[str, bytes, bytes]
 
 
 @dataclass(eq=False, slots=True)
@@ -151,14 +90,17 @@ class Plan:
     sample_ns: int  # 0: ON_CHANGE
     suppress: bool = False
     heartbeat_ns: int = 0
+    heartbeat_phase: float = 1.0  # the first heartbeat comes this share of a period after the dump
     next_sample: float = math.inf
     next_heartbeat: float = math.inf
-    sent: dict[str, dict[bytes, bytes]] | None = field(default=None)
+    sent: dict[Ident, dict[bytes, bytes]] | None = field(default=None)
 
 
-def build_plans(sl: Any, streaming: bool, min_interval_ns: int) -> list[Plan]:
-    """The plans of a SubscriptionList (validated: modes, intervals, paths)."""
-    by_key: dict[tuple[Family, str | None, str | None, int, bool, int], set[int]] = {}
+def build_plans(sl: Any, streaming: bool, min_interval_ns: int, shape: Shape | None = None) -> list[Plan]:
+    """The plans of a SubscriptionList (validated: modes, intervals, paths); OpenConfig by default."""
+    if shape is None:
+        shape = Shape(Nos.OPENCONFIG, Renderer())
+    by_key: dict[tuple[Family, str | None, str | None, str | None, int, bool, int], set[int]] = {}
     for sub in sl.subscription:
         mode, interval, heartbeat = SAMPLE, 1, 0  # ONCE and POLL: every plan is a plain dump
         if streaming:
@@ -172,8 +114,8 @@ def build_plans(sl: Any, streaming: bool, min_interval_ns: int) -> list[Plan]:
                 )
             if heartbeat and heartbeat < min_interval_ns:
                 raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, "heartbeat_interval is below the minimum")
-        for sel in selections(sl.prefix, sub.path):
-            leaves = LEAVES[sel.family]
+        for sel in selections(sl.prefix, sub.path, shape):
+            leaves = shape.leaves(sel.family)
             for on_change in (False, True):
                 if mode == TARGET_DEFINED:
                     ix = {i for i in sel.leaves if leaves[i].on_change is on_change}
@@ -181,12 +123,23 @@ def build_plans(sl: Any, streaming: bool, min_interval_ns: int) -> list[Plan]:
                     ix = set(sel.leaves) if on_change is (mode == ON_CHANGE) else set()
                 if ix:
                     suppress = streaming and bool(sub.suppress_redundant) and not on_change
-                    key = (sel.family, sel.port, sel.neighbor, 0 if on_change else interval, suppress, heartbeat)
+                    sample = 0 if on_change else interval
+                    key = (sel.family, sel.port, sel.neighbor, sel.glob, sample, suppress, heartbeat)
                     by_key.setdefault(key, set()).update(ix)
     return [
-        Plan(Selection(fam, tuple(sorted(ix)), port, nbr), sample, supp, hb)
-        for (fam, port, nbr, sample, supp, hb), ix in by_key.items()
+        Plan(Selection(fam, tuple(sorted(ix)), port, nbr, glob), sample, supp, hb)
+        for (fam, port, nbr, glob, sample, supp, hb), ix in by_key.items()
     ]
+
+
+def add_status_heartbeats(plans: list[Plan]) -> None:
+    """EOS: re-send ON_CHANGE interface state half-way between samples (as ON_CHANGE updates
+    arrive on real boxes mid-interval), every shortest sample interval of the session."""
+    samples = [p.sample_ns for p in plans if p.sample_ns]
+    period = min(samples, default=STATUS_HEARTBEAT_NS)
+    for plan in plans:
+        if not plan.sample_ns and plan.sel.family is Family.INTERFACES and not plan.heartbeat_ns:
+            plan.heartbeat_ns, plan.heartbeat_phase = period, 0.5
 
 
 class SubscribeSession:
@@ -195,13 +148,16 @@ class SubscribeSession:
     def __init__(
         self,
         view: FabricView,
-        renderer: Renderer,
+        shapes: Mapping[Nos, Shape],
+        devices: Devices | None,
         stats: Stats,
         context: Any,
         request: Any,
         *,
         min_interval_ns: int,
         send_timeout_s: float,
+        username: str = "",
+        ledger: SentLedger | None = None,
     ) -> None:
         if request.HasField("aliases"):
             raise RequestError(grpc.StatusCode.UNIMPLEMENTED, "aliases are not supported")
@@ -216,11 +172,19 @@ class SubscribeSession:
             raise RequestError(grpc.StatusCode.UNIMPLEMENTED, "use_models is not supported")
         self.encoding = check_encoding(sl.encoding)
         self.target = resolve_target(sl.prefix, (s.path for s in sl.subscription))
+        self.speaker: Speaker = speaker_for(view, shapes, devices, self.target, username)
+        self.switch = self.speaker.switch
         self.mode, self.updates_only = int(sl.mode), bool(sl.updates_only)
-        self.plans = build_plans(sl, self.mode == STREAM, min_interval_ns)
-        self.boot_ns = check_switch(view, self.target).boot_time_ns
-        self._view, self._renderer, self._stats, self._context = view, renderer, stats, context
+        self.plans = build_plans(sl, self.mode == STREAM, min_interval_ns, self.speaker.shape)
+        if self.mode == STREAM and self.speaker.shape.status_heartbeat:
+            add_status_heartbeats(self.plans)
+        self.boot_ns = check_switch(view, self.switch).boot_time_ns
+        self._view, self._stats, self._context = view, stats, context
         self._send_timeout = send_timeout_s
+        self._ledger = ledger
+        self._families = list(dict.fromkeys(p.sel.family for p in self.plans))
+        self._rng = random.Random(f"jitter:{self.switch}")
+        self._gone: frozenset[str] = frozenset()  # ports whose interface was deleted
         self._dirty: set[str | None] = set()
         self._wake = asyncio.Event()
         self._silent = False
@@ -234,16 +198,22 @@ class SubscribeSession:
     async def run(self) -> None:
         """Serve the RPC until it completes, the client goes away, or a RequestError ends it."""
         if self.mode == STREAM:
-            reader = asyncio.create_task(self._watch_client(), name=f"gnmi-read-{self.target}")
+            reader = asyncio.create_task(self._watch_client(), name=f"gnmi-read-{self.switch}")
             try:
                 await self._stream()
             finally:
                 reader.cancel()
                 await asyncio.gather(reader, return_exceptions=True)
             return
-        await self._send(self._dump(Snapshot(self._view, self.target), skip=self.updates_only))
+        await self._send(self._dump(self._snapshot(), skip=self.updates_only))
         if self.mode == POLL:
             await self._poll()
+
+    def _snapshot(self) -> Snapshot:
+        return Snapshot(self._view, self.speaker)
+
+    def _batch(self, snap: Snapshot) -> Batch:
+        return Batch(snap.ts, self.speaker.device, self._rng)
 
     async def _poll(self) -> None:
         while True:
@@ -252,10 +222,10 @@ class SubscribeSession:
                 return
             if not req.HasField("poll"):
                 raise RequestError(grpc.StatusCode.INVALID_ARGUMENT, "only Poll may follow a POLL subscription")
-            info = self._view.switch(self.target)
+            info = self._view.switch(self.switch)
             if info is None or not info.reachable:
                 continue  # an unreachable switch does not answer
-            await self._send(self._dump(Snapshot(self._view, self.target)))
+            await self._send(self._dump(self._snapshot()))
 
     async def _watch_client(self) -> None:
         """End a STREAM RPC when the client half-closes (what pygnmi's ``close()`` does)."""
@@ -268,16 +238,17 @@ class SubscribeSession:
 
     async def _stream(self) -> None:
         loop = asyncio.get_running_loop()
-        snap = Snapshot(self._view, self.target)
+        snap = self._snapshot()
         if self.updates_only:
             for plan in self.plans:
                 if plan.suppress or not plan.sample_ns:
-                    self._diff(plan, snap, None, _Batch(snap.ts))  # the baseline for later changes
+                    self._diff(plan, snap, None, self._batch(snap))  # the baseline for later changes
         await self._send(self._dump(snap, skip=self.updates_only))
         start = loop.time()
         for plan in self.plans:
             plan.next_sample = start + plan.sample_ns / 1e9 if plan.sample_ns else math.inf
-            plan.next_heartbeat = start + plan.heartbeat_ns / 1e9 if plan.heartbeat_ns else math.inf
+            hb = plan.heartbeat_ns
+            plan.next_heartbeat = start + plan.heartbeat_phase * hb / 1e9 if hb else math.inf
         while not self._client_done:
             deadline = min(itertools.chain.from_iterable((p.next_sample, p.next_heartbeat) for p in self.plans))
             if self._silent or not self._dirty:
@@ -291,9 +262,9 @@ class SubscribeSession:
                 await self._tick(loop.time())
 
     async def _tick(self, now: float) -> None:
-        info = self._view.switch(self.target)
+        info = self._view.switch(self.switch)
         if info is None:
-            raise RequestError(grpc.StatusCode.NOT_FOUND, f"target {self.target!r} is gone")
+            raise RequestError(grpc.StatusCode.NOT_FOUND, f"target {self.switch!r} is gone")
         self._silent = not info.reachable
         if self._silent:  # keep the dirty set for when it is back
             for plan in self.plans:
@@ -301,12 +272,13 @@ class SubscribeSession:
                 plan.next_heartbeat = _advance(plan.next_heartbeat, plan.heartbeat_ns, now)
             return
         if info.boot_time_ns != self.boot_ns:
-            raise RequestError(grpc.StatusCode.UNAVAILABLE, f"target {self.target!r} rebooted; subscribe again")
+            raise RequestError(grpc.StatusCode.UNAVAILABLE, f"target {self.switch!r} rebooted; subscribe again")
         dirty = set(self._dirty)
         self._dirty.clear()
         scope = None if None in dirty else {p for p in dirty if p is not None}
-        snap = Snapshot(self._view, self.target)
-        batch = _Batch(snap.ts)
+        snap = self._snapshot()
+        batch = self._batch(snap)
+        self._removals(snap, batch)
         for plan in self.plans:
             heartbeat = plan.next_heartbeat <= now
             if heartbeat:
@@ -326,46 +298,70 @@ class SubscribeSession:
         self._stats.updates += batch.updates
         await self._send(batch.messages())
 
+    def _removals(self, snap: Snapshot, batch: Batch) -> None:
+        """Delete the interfaces that went away since the last send (an optic pulled).
+
+        One ``delete`` of the interface per family subscribed; what was sent for it is
+        forgotten, so when it comes back every ON_CHANGE leaf is sent again.
+        """
+        removed = snap.removed()
+        if removed == self._gone:
+            return
+        shape, target = self.speaker.shape, self.speaker.target
+        for port in sorted(removed - self._gone):
+            for family in self._families:
+                prefix, path = shape.delete(target, family, port)
+                batch.add(prefix, [], [path])
+            for plan in self.plans:
+                if plan.sent:
+                    for ident in [i for i in plan.sent if i[0] == port]:
+                        del plan.sent[ident]
+        self._gone = removed
+
     def _dump(self, snap: Snapshot, *, skip: bool = False) -> list[bytes]:
         """Every plan's data (unless ``skip``: updates_only), then ``sync_response``."""
-        batch = _Batch(snap.ts)
+        batch = self._batch(snap)
+        self._gone = snap.removed()
         if not skip:
             for plan in self.plans:
                 self._full(plan, snap, batch)
         self._stats.updates += batch.updates
         return [*batch.messages(), SYNC_RESPONSE]
 
-    def _full(self, plan: Plan, snap: Snapshot, batch: _Batch) -> None:
+    def _full(self, plan: Plan, snap: Snapshot, batch: Batch) -> None:
         """All of a plan's leaves into ``batch`` (refreshing its diff cache if it keeps one)."""
-        groups = snap.groups(self._renderer, plan.sel, self.encoding)
+        groups, offset = snap.groups(plan.sel, self.encoding)
         if plan.suppress or not plan.sample_ns:
-            plan.sent = {g.port: dict(zip(g.keys, g.updates, strict=True)) for g in groups}
+            plan.sent = {(g.port, g.prefix, g.note): dict(zip(g.keys, g.updates, strict=True)) for g in groups}
         for g in groups:
-            batch.add(g.prefix, g.updates)
+            batch.add(g.prefix, g.updates, offset_ns=offset, note=g.note)
 
-    def _diff(self, plan: Plan, snap: Snapshot, scope: set[str] | None, batch: _Batch) -> None:
+    def _diff(self, plan: Plan, snap: Snapshot, scope: set[str] | None, batch: Batch) -> None:
         """What changed since the last send (on ``scope`` ports; None: all) into ``batch``."""
         sent = plan.sent if plan.sent is not None else {}
         plan.sent = sent
-        current = {
-            g.port: g for g in snap.groups(self._renderer, plan.sel, self.encoding) if scope is None or g.port in scope
-        }
-        for port in sorted(set(current) | {p for p in sent if scope is None or p in scope}):
-            g = current.get(port)
+        groups, offset = snap.groups(plan.sel, self.encoding)
+        # A group with no port ("": a whole SONiC table in one update) is in every scope.
+        current = {(g.port, g.prefix, g.note): g for g in groups if scope is None or not g.port or g.port in scope}
+        idents = set(current) | {i for i in sent if scope is None or not i[0] or i[0] in scope}
+        for ident in sorted(idents):
+            g = current.get(ident)
             now = dict(zip(g.keys, g.updates, strict=True)) if g else {}
-            old = sent.get(port, {})
+            old = sent.get(ident, {})
             changed = [u for k, u in now.items() if old.get(k) != u]
             deleted = [k for k in old if k not in now]
             if now:
-                sent[port] = now
+                sent[ident] = now
             else:
-                sent.pop(port, None)
+                sent.pop(ident, None)
             if changed or deleted:
-                prefix = g.prefix if g else self._renderer.prefix(self.target, plan.sel.family, port)
-                batch.add(prefix, changed, deleted)
+                batch.add(ident[1], changed, deleted, offset_ns=offset, note=ident[2])
 
     async def _send(self, messages: list[bytes]) -> None:
         if not messages:
+            return
+        if self._ledger is not None:
+            await self._send_noted(messages, self._ledger)
             return
         # One deadline per batch (not per message, which would cost a task each): a client
         # that stops reading ends its own RPC, as in the reference target's send timeout.
@@ -374,28 +370,17 @@ class SubscribeSession:
                 await self._context.write(message)
         self._stats.notifications += len(messages)
 
-
-class _Batch:
-    """The Notifications of one instant, merged per interface prefix (whatever plan they come from)."""
-
-    def __init__(self, ts: int) -> None:
-        self._ts = timestamp(ts)
-        self._parts: dict[bytes, tuple[list[bytes], list[bytes]]] = {}
-        self.updates = 0
-
-    def add(self, prefix: bytes, updates: list[bytes], deletes: Sequence[bytes] = ()) -> None:
-        """Add updates (taking ownership of the list) and delete paths for one interface."""
-        found = self._parts.get(prefix)
-        if found is None:
-            self._parts[prefix] = (updates, list(deletes))
-        else:
-            found[0].extend(updates)
-            found[1].extend(deletes)
-        self.updates += len(updates)
-
-    def messages(self) -> list[bytes]:
-        """One SubscribeResponse per interface."""
-        return [notification(self._ts, p, u, d) for p, (u, d) in self._parts.items()]
+    async def _send_noted(self, messages: list[bytes], ledger: SentLedger) -> None:
+        """:meth:`_send`, noting in the sent-ledger what was handed to gRPC (also when cut off)."""
+        written = 0
+        try:
+            async with asyncio.timeout(self._send_timeout):
+                for message in messages:
+                    await self._context.write(message)
+                    written += 1
+        finally:
+            ledger.record(self.switch, messages[:written])
+        self._stats.notifications += len(messages)
 
 
 def _advance(due: float, period_ns: int, now: float) -> float:

@@ -17,7 +17,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -304,8 +304,3 @@ class ReplayView:
             pfc_rx=tuple(p.pfc_rx),
             pfc_tx=tuple(p.pfc_tx),
         )
-
-
-def entries_of(path: str | Path) -> Iterator[Entry]:
-    """The entries of a recording (for tests and tools)."""
-    return read_recording(path)[1]

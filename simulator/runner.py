@@ -1,7 +1,10 @@
 """``fabricmon sim``: one process serving every simulated switch over gNMI and SNMP.
 
 Owns everything it starts (the fabric state's timer, the gNMI server, the SNMP agent, the
-control endpoint, a scenario player or a replay) and stops it all in reverse order.
+control endpoint, a scenario player or a replay) and stops it all in reverse order. Which NOS
+each switch imitates, and its clock, is :attr:`RunningSim.devices` (``sim.devices.nos_of(name)``).
+With ``SimOptions(ledger=True)``, :attr:`RunningSim.ledger` notes every counter sample the gNMI
+target wrote to a subscriber (:mod:`simulator.ledger`), the ground truth of the fault tests.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from fabric.topology import build_aipod
 from simulator.control import create_control_app
 from simulator.fabric_state import FabricState
 from simulator.gnmi_server import GnmiServer, serve_gnmi
+from simulator.ledger import SentLedger, check_supported
+from simulator.nos import Devices, Nos
 from simulator.replay import ReplayView
 from simulator.scenario import Scenario, load_scenario, play
 from simulator.sim_config import Protocols, sim_config, write_sim_config
@@ -59,6 +64,17 @@ class SimOptions:
     #: Serve SNMPv3 too (a pysnmp engine); tests that only need v2c leave it off.
     snmp_v3: bool = True
     duration_s: float | None = None
+    #: Notification shapes, assigned to the switches round-robin in fabric order (SPEC §9.2).
+    nos: tuple[Nos, ...] = (Nos.OPENCONFIG,)
+    #: Each switch's clock is off by a fixed amount in ±this (seeded); and per-Notification noise.
+    clock_skew_s: float = 0.0
+    clock_jitter_ms: float = 0.0
+    #: Keep the sent-ledger (:mod:`simulator.ledger`); only for the NOS shapes it decodes.
+    ledger: bool = False
+
+    def __post_init__(self) -> None:
+        if self.ledger:
+            check_supported(self.nos)
 
 
 @dataclass(slots=True)
@@ -68,6 +84,7 @@ class RunningSim:
     view: FabricView
     state: FabricState | None
     fabric: Fabric | None
+    devices: Devices | None = None
     gnmi: GnmiServer | None = None
     snmp: SnmpAgent | None = None
     control: web.AppRunner | None = None
@@ -75,6 +92,8 @@ class RunningSim:
     control_sock: socket.socket | None = None
     scenario: Scenario | None = None
     scenario_task: asyncio.Task[Any] | None = None
+    #: The counter samples written to gNMI subscribers (None unless ``SimOptions.ledger``).
+    ledger: SentLedger | None = None
     started: float = field(default_factory=time.monotonic)
 
     def addresses(self, opts: SimOptions) -> dict[str, str | None]:
@@ -91,10 +110,18 @@ class RunningSim:
 async def start_sim(opts: SimOptions) -> RunningSim:
     """Build the view and start every front-end; on failure, stop what had started."""
     sim = _build(opts)
+    sim.ledger = SentLedger() if opts.ledger else None
+    sim.devices = Devices(
+        sim.view.switch_names(),
+        opts.nos,
+        clock_skew_s=opts.clock_skew_s,
+        clock_jitter_ms=opts.clock_jitter_ms,
+        seed=opts.seed,
+    )
     try:
         if opts.gnmi is not None:
             host, port = split_hostport(opts.gnmi)
-            sim.gnmi = await serve_gnmi(sim.view, host, port)
+            sim.gnmi = await serve_gnmi(sim.view, host, port, devices=sim.devices, ledger=sim.ledger)
         if opts.snmp is not None:
             host, port = split_hostport(opts.snmp)
             if opts.snmp_v3:
@@ -125,6 +152,7 @@ async def start_sim(opts: SimOptions) -> RunningSim:
                     protocols=opts.protocols,
                     params=sim.fabric.params if sim.fabric is not None and opts.inventory is None else None,
                     inventory=opts.inventory,
+                    nos=sim.devices.assignment(),
                 ),
             )
     except BaseException:

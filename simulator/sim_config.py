@@ -3,16 +3,26 @@
 With ``protocols: mixed`` (the default) leaves are read over gNMI and spines and superspines
 over SNMP v2c, as many real fabrics are; ``gnmi`` or ``snmp`` put every switch on one protocol.
 The file is plain fabricmon YAML: ``fabricmon run --config FILE`` monitors the simulator.
+
+When the simulator speaks several NOS shapes (``--nos``), each gNMI switch is collected with the
+profile of its NOS (:data:`simulator.nos.PROFILES`: openconfig and cumulus → ``openconfig``,
+eos → ``eos``, sonic → ``sonic``, xr → ``xr``): one target entry per profile other than
+``openconfig`` with the explicit list of its switches comes first (the first matching entry
+wins), then the usual pattern entries. SONiC entries set ``username: "{switch}"``: the DB
+targets of the SONiC profile do not name the switch, the metadata does.
 """
 
 from __future__ import annotations
 
+import fnmatch
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from fabric.model import FabricParams
+from simulator.nos import PROFILES, Nos
 
 Protocols = Literal["mixed", "gnmi", "snmp"]
 
@@ -29,8 +39,13 @@ def sim_config(
     inventory: Path | None = None,
     gnmi_interval_s: float = 10.0,
     snmp_interval_s: float = SIM_SNMP_INTERVAL_S,
+    nos: Mapping[str, Nos] | None = None,
 ) -> dict[str, Any]:
-    """The config as a mapping (``database`` left out: the embedded store)."""
+    """The config as a mapping (``database`` left out: the embedded store).
+
+    ``nos`` (switch → NOS, e.g. ``RunningSim.devices.assignment()``) picks each gNMI switch's
+    collector profile; None: every switch speaks OpenConfig.
+    """
     if (protocols in ("mixed", "gnmi") and gnmi_address is None) or (
         protocols in ("mixed", "snmp") and snmp_address is None
     ):
@@ -44,6 +59,8 @@ def sim_config(
         targets = [{"switches": ["*"], **gnmi}]
     else:
         targets = [{"switches": ["*"], **snmp}]
+    if nos and protocols != "snmp":
+        targets = _profile_targets(nos, gnmi, "*" if protocols == "gnmi" else "lf-*") + targets
     fabric: dict[str, Any]
     if inventory is not None:
         fabric = {"inventory": str(inventory)}
@@ -55,6 +72,22 @@ def sim_config(
         "targets": targets,
         "collector": {"gnmi_interval_s": gnmi_interval_s, "snmp_interval_s": snmp_interval_s},
     }
+
+
+def _profile_targets(nos: Mapping[str, Nos], gnmi: dict[str, Any], pattern: str) -> list[dict[str, Any]]:
+    """Explicit target entries for the gNMI switches whose NOS needs another profile than openconfig."""
+    by_profile: dict[str, list[str]] = {}
+    for switch, shape in nos.items():
+        profile = PROFILES[shape]
+        if profile != "openconfig" and fnmatch.fnmatchcase(switch, pattern):
+            by_profile.setdefault(profile, []).append(switch)
+    out: list[dict[str, Any]] = []
+    for profile, switches in by_profile.items():
+        entry: dict[str, Any] = {"switches": switches, **gnmi, "profile": profile}
+        if profile == "sonic":
+            entry["username"] = "{switch}"  # the switch behind COUNTERS_DB / APPL_DB (simulator.nos)
+        out.append(entry)
+    return out
 
 
 def write_sim_config(path: Path, config: dict[str, Any]) -> None:

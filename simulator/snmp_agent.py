@@ -11,6 +11,9 @@ The datagram protocol routes on ``msgVersion``:
 * v3: handed to a pysnmp engine on the same socket (:mod:`simulator.snmp_v3`).
 * v1, unknown communities, switches whose ``SwitchInfo.reachable`` is False, non-request
   PDUs and garbage: no response, as a real agent; each is counted in :class:`AgentStats`.
+* A switch with ``SwitchInfo.snmp_delay_s`` (the ``snmp_slow`` fault): its v2c answers are
+  computed on arrival and sent that many seconds later (values as old as the delay); other
+  switches are answered meanwhile. v3 answers are never delayed.
 
 Why two paths: measured here (2 cores) with ``snmpbulkwalk -Cr50`` of ifXTable, pysnmp's
 responder manages ~13-15K varbinds/s even behind a trivial MIB controller (the v3 path: ~11K/s),
@@ -23,6 +26,7 @@ under 5 s of every 60 s interval, so the collector is the bottleneck. SNMPv1 is 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import socket
 from collections.abc import Sequence
@@ -81,6 +85,7 @@ class AgentStats:
     unsupported: int = 0  # SNMPv1, and PDUs an agent does not answer
     too_big: int = 0
     dropped_responses: int = 0  # not sent while the socket's send buffer was full
+    delayed: int = 0  # answers held back by an snmp_slow fault
     errors: int = 0  # internal failures (logged)
 
 
@@ -160,6 +165,8 @@ class SnmpAgent(asyncio.DatagramProtocol):
         self._paused = False
         self._v3: V3Responder | None = None
         self._closed: asyncio.Future[None] | None = None
+        self._late: dict[int, asyncio.TimerHandle] = {}  # answers of slow switches, not sent yet
+        self._late_ids = itertools.count()
 
     # asyncio.DatagramProtocol
 
@@ -228,6 +235,22 @@ class SnmpAgent(asyncio.DatagramProtocol):
             self.stats.errors += 1
             log.exception("snmp agent failed to answer %s for %s", hex(req.pdu_type), switch)
             return
+        if info.snmp_delay_s > 0:
+            self._hold(response, addr, info.snmp_delay_s)
+        else:
+            self._send(response, addr)
+
+    def _hold(self, response: bytes, addr: Any, delay_s: float) -> None:
+        """Send ``response`` ``delay_s`` from now (kept so that :meth:`stop` can cancel it)."""
+        self.stats.delayed += 1
+        key = next(self._late_ids)
+        self._late[key] = asyncio.get_running_loop().call_later(delay_s, self._release, key, response, addr)
+
+    def _release(self, key: int, response: bytes, addr: Any) -> None:
+        self._late.pop(key, None)
+        self._send(response, addr)
+
+    def _send(self, response: bytes, addr: Any) -> None:
         if self._transport is None or self._paused:
             self.stats.dropped_responses += 1
             return
@@ -278,6 +301,9 @@ class SnmpAgent(asyncio.DatagramProtocol):
     async def stop(self) -> None:
         """Stop answering: close the pysnmp engine, then the socket (idempotent)."""
         self.view.remove_listener(self.on_change)
+        for handle in self._late.values():
+            handle.cancel()
+        self._late.clear()
         if self._v3 is not None:
             self._v3.close()
             self._v3 = None

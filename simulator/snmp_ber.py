@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wire.protobuf import U64_MAX
+
 OID = tuple[int, ...]
 
 # Universal and SNMP application tags (RFC 2578 §7.1, RFC 3416 §3).
@@ -51,7 +53,6 @@ VERSION_3 = 3
 MAX_OID_ARCS = 128  # RFC 2578 §3.5
 _MAX_ARC = 0xFFFFFFFF
 _U32 = 0xFFFFFFFF
-_U64 = 0xFFFFFFFFFFFFFFFF
 
 _SHORT_LENGTHS = [bytes((n,)) for n in range(128)]
 
@@ -150,7 +151,7 @@ def encode_value(tag: int, value: int | bytes | OID) -> bytes:
             size = ((value if value >= 0 else ~value).bit_length() >> 3) + 1
             return bytes((tag, size)) + value.to_bytes(size, "big", signed=True)
         if tag == COUNTER64:
-            return _uint(tag, value & _U64)
+            return _uint(tag, value & U64_MAX)
         if tag == GAUGE32:
             return _uint(tag, min(max(value, 0), _U32))
         return _uint(tag, value & _U32)  # Counter32, TimeTicks
@@ -274,7 +275,7 @@ def response_overhead(community: bytes, request_id_tlv: bytes) -> int:
 def normalize(tag: int, value: int) -> int:
     """An integer value as the wire carries it: wrapped counters, capped gauges."""
     if tag == COUNTER64:
-        return value & _U64
+        return value & U64_MAX
     if tag == GAUGE32:
         return min(max(value, 0), _U32)
     if tag in (COUNTER32, TIMETICKS):

@@ -12,7 +12,8 @@ What is served (all numeric; ifIndex is ``PortCounters.if_index``):
 * SNMPv2-MIB system: sysDescr, sysObjectID (under the RFC 5612 documentation enterprise
   32473), sysUpTime (centiseconds since ``boot_time_ns``, mod 2^32), sysName.
 * IF-MIB: ifNumber; ifTable (Counter32 columns wrap mod 2^32; ifSpeed is a Gauge32 capped at
-  4294967295; ifLastChange is sysUpTime at the last oper change, 0 if before boot); ifXTable
+  4294967295; ifLastChange is sysUpTime at the last oper change, 0 if before boot;
+  ifOperStatus is notPresent(6) while the port's optic is pulled); ifXTable
   (Counter64 HC columns, ifHighSpeed in Mb/s, ifAlias, ifCounterDiscontinuityTime).
 * EtherLike-MIB: dot3StatsFCSErrors; dot3PauseTable in/out pause frames (32 and 64 bit).
 * LLDP-MIB: lldpLocSysName, lldpLocPortTable (lldpLocPortNum = ifIndex), and lldpRemTable
@@ -172,7 +173,7 @@ _DEFINITIONS: tuple[Scalar | Table, ...] = (
         _C(4, "ifMtu", INTEGER, lambda p, c: IF_MTU),
         _C(5, "ifSpeed", GAUGE32, lambda p, c: p.speed_bps),
         _C(7, "ifAdminStatus", INTEGER, lambda p, c: 1 if p.admin_up else 2),
-        _C(8, "ifOperStatus", INTEGER, lambda p, c: 1 if p.oper_up else 2),
+        _C(8, "ifOperStatus", INTEGER, lambda p, c: 1 if p.oper_up else 2 if p.present else 6),
         _C(9, "ifLastChange", TIMETICKS, lambda p, c: c.ticks_since_boot(p.last_change_ns)),
         _C(10, "ifInOctets", COUNTER32, lambda p, c: p.in_octets),
         _C(11, "ifInUcastPkts", COUNTER32, lambda p, c: p.in_unicast_pkts),

@@ -47,6 +47,9 @@ class PortCounters:
     out_pause_frames: int
     pfc_rx: tuple[int, ...]  # received PFC pause frames, per priority 0..7
     pfc_tx: tuple[int, ...]  # sent PFC pause frames, per priority 0..7
+    #: False while the port's optic is pulled (a ``link_down`` fault with ``removed``): gNMI
+    #: deletes the interface and stops sending it, SNMP reports ifOperStatus notPresent(6).
+    present: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,7 @@ class SwitchInfo:
     role: str  # leaf | spine | superspine
     boot_time_ns: int  # sysUpTime = now - boot_time
     reachable: bool  # False while a `switch_unreachable` fault (or a reboot) silences it
+    snmp_delay_s: float = 0.0  # how late its SNMP agent answers (an ``snmp_slow`` fault)
 
 
 #: Called with (switch, port or None) whenever something ON_CHANGE subscribers care about changes
@@ -88,7 +92,11 @@ class FabricView(Protocol):
         ...
 
     def ports(self, switch: str, now_ns: int | None = None) -> list[PortCounters]:
-        """Every port of the switch with counters evaluated at ``now_ns`` (default: the clock's now)."""
+        """Every port of the switch with counters evaluated at ``now_ns`` (default: the clock's now).
+
+        Each call returns new objects: a reader may adjust them (the gNMI server moves times
+        to a switch's skewed clock).
+        """
         ...
 
     def lldp(self, switch: str) -> list[LldpNeighbor]:

@@ -41,7 +41,7 @@ _GBPS = 1_000_000_000
 class SimSwitch:
     """One simulated switch; ``booting`` / ``unreachable`` hold the ids of the faults causing it."""
 
-    __slots__ = ("boot_ns", "booting", "downs", "name", "ports", "role", "unreachable", "ups")
+    __slots__ = ("boot_ns", "booting", "downs", "name", "ports", "role", "snmp_delay", "unreachable", "ups")
 
     def __init__(self, name: str, role: Role, boot_ns: int) -> None:
         self.name, self.role, self.boot_ns = name, role, boot_ns
@@ -50,16 +50,21 @@ class SimSwitch:
         self.ups: list[SimPort] = []
         self.booting: set[str] = set()
         self.unreachable: set[str] = set()
+        self.snmp_delay: dict[str, float] = {}  # fault id -> seconds its SNMP answers are late
 
 
 class SimPort:
-    """One switch port; ``base`` holds its raw counters at the last reboot (subtracted on read)."""
+    """One switch port; ``base`` holds its raw counters at the last reboot (subtracted on read).
 
-    __slots__ = ("base", "desc", "fin", "fout", "if_index", "name", "sw", "wire")
+    ``removed`` holds the ids of the faults that pulled its optic (the interface is not present).
+    """
+
+    __slots__ = ("base", "desc", "fin", "fout", "if_index", "name", "removed", "sw", "wire")
 
     def __init__(self, sw: SimSwitch, number: int) -> None:
         self.sw, self.if_index, self.name = sw, number, f"swp{number}"
         self.desc = ""
+        self.removed: set[str] = set()
         self.base: PortCounters | None = None
         self.wire: Wire
         self.fin: Flow
@@ -318,7 +323,7 @@ class Wiring:
             append(PortCounters(
                 port.name, port.if_index, port.desc, True, w.oper, w.speed_bps, w.last_change, clear,
                 i_oct, o_oct, i_pkt, o_pkt, i_mc, o_mc, i_bc, o_bc,
-                errs, 0, 0, 0, errs, carrier, 0, 0, rx, tx,
+                errs, 0, 0, 0, errs, carrier, 0, 0, rx, tx, not port.removed,
             ))
             # fmt: on
         return out

@@ -32,6 +32,12 @@ class WriterConfig(Section):
     max_pending_rows: int = Field(200_000, ge=1)
     spool_dir: Path | None = None
     spool_max_mb: float = Field(1024.0, gt=0)
+    #: Longest wait between attempts while the database cannot take writes (read-only, disk full,
+    #: unreachable): attempts back off from ``flush_interval_s`` (at most 1 s) up to this.
+    retry_max_s: float = Field(5.0, gt=0, le=300)
+    #: A write (one batch) that takes longer is abandoned and retried: a database that stopped
+    #: answering (a failover without a TCP reset) must not hold the table's writes for minutes.
+    write_timeout_s: float = Field(20.0, gt=0, le=3600)
 
 
 class DatabaseConfig(Section):

@@ -1,14 +1,18 @@
-"""Loading a fabric inventory into the database (tables switches, servers, ports, links).
+"""The fabric inventory in the database (tables switches, servers, ports, links): its one writer.
 
 A reload replaces the design wholesale in one transaction. Ports the collector discovered that
-the inventory does not know (``known = false``) are kept, unless the new inventory knows them.
+the inventory does not know (``known = false``, added by :func:`record_discovered`) are kept,
+unless the new inventory knows them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
 
 import asyncpg
 
@@ -23,6 +27,14 @@ class LoadResult:
     servers: int
     ports: int
     links: int
+
+
+class DiscoveredPort(NamedTuple):
+    """A port a switch reports that the inventory does not know, and when it was first seen."""
+
+    switch: str
+    port: str
+    first_seen: datetime
 
 
 def fabric_digest(fabric: Fabric) -> str:
@@ -107,6 +119,34 @@ async def load_fabric(conn: asyncpg.Connection, fabric: Fabric, *, digest: str |
             digest or fabric_digest(fabric),
         )
     return LoadResult(len(switches), len(servers), len(ports), len(links))
+
+
+async def record_discovered(
+    conn: asyncpg.Connection,
+    ports: Sequence[tuple[str, str, datetime]],
+    known_switches: Collection[str],
+) -> int:
+    """Add discovered ports (``known = false``), and their switches the inventory does not know
+    either (role ``unknown``); return how many ports were new. Rows already there are left as
+    they are: a port keeps its first ``first_seen``, an inventory port stays known."""
+    switches = sorted({s for s, _, _ in ports if s not in known_switches})
+    if switches:
+        await conn.execute(
+            "INSERT INTO switches (name, role, known) SELECT name, 'unknown', false "
+            "FROM unnest($1::text[]) AS name ON CONFLICT DO NOTHING",
+            switches,
+        )
+    if not ports:
+        return 0
+    status = await conn.execute(
+        "INSERT INTO ports (switch, port, known, first_seen) SELECT k.switch, k.port, false, k.first_seen "
+        "FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS k(switch, port, first_seen) "
+        "ON CONFLICT DO NOTHING",
+        [p[0] for p in ports],
+        [p[1] for p in ports],
+        [p[2] for p in ports],
+    )
+    return int(status.rsplit(" ", 1)[-1])  # "INSERT 0 <rows>"
 
 
 def _params(fabric: Fabric) -> dict[str, object]:

@@ -128,6 +128,7 @@ class EmbeddedStore:
             if not ready:
                 if not self.is_initialized():
                     self._initdb()
+                self._wait_reaped(deadline)  # killed (SIGKILL, OOM): crash recovery runs on start
                 self._start_server(deadline)
             if not self._read_state().get("bootstrapped"):
                 self._bootstrap()
@@ -226,7 +227,9 @@ class EmbeddedStore:
 
     def _start_server(self, deadline: float) -> None:
         state = self._read_state()
-        for attempt in range(1, _PORT_ATTEMPTS + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             port = _as_int(state.get("port"))
             if port is None or not port_is_free(HOST, port):
                 port = pick_port(HOST)  # recorded and kept, so the DSN stays stable across restarts
@@ -237,8 +240,12 @@ class EmbeddedStore:
             result = self._pg_ctl("-l", str(self.log_file), "start", timeout_s=deadline - time.monotonic())
             if result.returncode == 0:
                 return
-            if "Address already in use" in self._read_log(log_offset) and attempt < _PORT_ATTEMPTS:
+            logged = self._read_log(log_offset) + (result.stderr or "")
+            if "Address already in use" in logged and attempt < _PORT_ATTEMPTS:
                 state["port"] = None  # another program took the port since we checked: choose again
+                continue
+            if any(m in logged for m in _STILL_DYING) and time.monotonic() + 0.5 < deadline:
+                time.sleep(0.2)  # a killed server's last backends still hold its shared memory
                 continue
             tail = self._log_tail(log_offset) or f": {_last_line(result.stderr)}"
             raise EmbeddedStoreError(f"the embedded store in {self.data_dir} did not start{tail}")
@@ -311,15 +318,29 @@ class EmbeddedStore:
         return account.run(argv, cwd=self.root, as_server=as_server, timeout=timeout, extra_env=extra_env, stdin=stdin)
 
     def _postmaster(self) -> tuple[int | None, int | None, bool]:
-        """(pid, port, ready) from postmaster.pid while that process lives, else (None, None, False)."""
+        """(pid, port, ready) from postmaster.pid while that process lives, else (None, None, False).
+
+        A killed postmaster stays a zombie until its parent reaps it: dead, though ``kill(pid, 0)``
+        still finds it."""
         try:
             lines = (self.data_dir / "postmaster.pid").read_text(encoding="utf-8").splitlines()
             pid = int(lines[0])
-            os.kill(pid, 0)
+            if process_state(pid) != "alive":
+                return None, None, False
         except (OSError, ValueError, IndexError):
             return None, None, False
         port = _as_int(lines[3]) if len(lines) > 3 else None
         return pid, port, len(lines) > 7 and lines[7].strip() == "ready"
+
+    def _wait_reaped(self, deadline: float) -> None:
+        """Wait while a dead postmaster is still a zombie: PostgreSQL would take its stale pid file
+        for a live server ("lock file already exists") and refuse to start."""
+        try:
+            pid = int((self.data_dir / "postmaster.pid").read_text(encoding="utf-8").split()[0])
+        except (OSError, ValueError, IndexError):
+            return
+        while process_state(pid) == "zombie" and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def _bins(self) -> Path:
         if self._bindir is None:
@@ -379,6 +400,25 @@ class EmbeddedStore:
         if not lines:
             return ""
         return f"; last lines of {self.log_file}:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+#: What PostgreSQL logs when it will not start because a killed server has not quite gone.
+_STILL_DYING = ("pre-existing shared memory block", 'lock file "postmaster.pid" already exists')
+
+
+def process_state(pid: int) -> str:
+    """``alive``, ``zombie`` (dead, not reaped yet) or ``gone``."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "gone"
+    except PermissionError:  # another account's live process
+        return "alive"
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return "alive"  # no /proc: trust kill(pid, 0)
+    return "zombie" if stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] == "Z" else "alive"
 
 
 def mask_password(dsn: str) -> str:

@@ -89,7 +89,9 @@ class LinkEvent(NamedTuple):
     new_status: str
     down_s: float | None = None
     source: str = "oper-status"
-    flaps: int = 1  # > 1: flaps between samples that carrier-transitions counted but status missed
+    #: Flaps the event stands for: > 1 for flaps between samples that carrier-transitions counted but
+    #: status missed; 0 for a ``down`` that carrier-transitions had already counted.
+    flaps: int = 1
 
 
 class Reachability(NamedTuple):

@@ -16,6 +16,7 @@ from enum import StrEnum
 
 import asyncpg
 
+from fabric.supervise import TaskHealth
 from store.config import RetentionConfig
 
 log = logging.getLogger(__name__)
@@ -90,18 +91,30 @@ async def drop_expired_chunks(conn: asyncpg.Connection, config: RetentionConfig)
     return dropped
 
 
-async def retention_loop(pool: asyncpg.Pool, config: RetentionConfig) -> None:
+async def retention_loop(pool: asyncpg.Pool, config: RetentionConfig, health: TaskHealth | None = None) -> None:
     """Enforce retention for as long as the service runs (a task the service owns).
 
     Installs policies once where licensed and returns; otherwise drops expired chunks every
-    ``drop_chunks_every_s``. A database outage is logged and retried on the next round.
+    ``drop_chunks_every_s``. A failed round (a database outage, or anything unforeseen: a
+    retention that dies silently fills the disk) is logged, marked in ``health`` and retried on
+    the next round.
     """
+    health = health or TaskHealth("retention")
     while True:
         try:
             async with pool.acquire() as conn:
                 if await apply_retention(conn, config) is RetentionMode.POLICIES:
+                    health.recovered()
                     return
                 await drop_expired_chunks(conn, config)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            log.warning("retention: %s; retrying in %.0f s", exc, config.drop_chunks_every_s)
+            health.recovered()
+        except Exception as exc:
+            expected = isinstance(exc, OSError | asyncpg.PostgresError | asyncpg.InterfaceError)
+            first = health.streak == 0
+            health.failed(exc)
+            health.restarts += 1
+            trace = None if expected or not first else exc  # a bug: its traceback, once
+            level = logging.WARNING if expected else logging.ERROR
+            log.log(level, "retention: %s; retrying in %.0f s", health.last_error, config.drop_chunks_every_s,
+                    exc_info=trace)  # fmt: skip
         await asyncio.sleep(config.drop_chunks_every_s)

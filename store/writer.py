@@ -2,14 +2,24 @@
 
 Fast path: a plain ``COPY`` into the hypertable. When the batch collides with rows already
 stored (the same sample after a reconnect), it is written again through a temp table with
-``INSERT … ON CONFLICT DO NOTHING``, so duplicates are stored once. When the batch holds a row
-the database or the encoder refuses (a NULL key, a value out of range, a wrong type), the batch
-is bisected until that row stands alone; it alone is rejected and counted.
+``INSERT … ON CONFLICT DO NOTHING``, so duplicates are stored once.
 
-``put`` blocks while ``max_pending_rows`` are buffered (back-pressure, never a silent drop).
-When the database is unreachable: with a :class:`~store.spool.Spool`, batches go to disk and are
-replayed in order, before anything newer, once it is back; without one, the failed batch stays
-buffered and ``flush`` raises :class:`~store.db.StoreUnavailable`.
+A failed write is judged by its class (:mod:`store.sqlstate`), never by trying rows one by one:
+
+- the database cannot take writes *now* (connection lost, read-only, disk full, out of memory,
+  deadlock, a table missing while the database is re-initialised): the batch is **kept**, whole.
+  With a :class:`~store.spool.Spool`, what is buffered goes to disk and replays in order, before
+  anything newer; without one it stays buffered and ``flush`` raises
+  :class:`~store.db.StoreUnavailable`. Attempts back off (``flush_interval_s`` doubling up to
+  ``retry_max_s``); the first failure of an outage is logged, the end of it too.
+- a value the database or the encoder refuses: the batch is bisected until that row stands
+  alone; it alone is rejected and counted.
+
+``put`` waits while ``max_pending_rows`` are buffered (back-pressure, never a silent drop), unless
+the database is away *and* the spool cannot take rows (its disk is full): then the oldest
+buffered rows make room, counted in ``rows_dropped``, so collection goes on. The flush timer runs
+supervised (:mod:`fabric.supervise`): an unexpected exception is logged, counted and the timer
+started again; ``health`` is what /metrics reports.
 
 ``watermark`` is the newest ``time`` among the rows the database has committed (capped at the
 wall clock of the commit, so one sample stamped by a clock running ahead cannot hide a writer
@@ -21,37 +31,44 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 
+from fabric.supervise import TaskHealth, backoff_s, supervise
 from store.config import WriterConfig
-from store.db import UNAVAILABLE_ERRORS, StoreUnavailable
+from store.db import StoreUnavailable
 from store.spool import Spool
+from store.sqlstate import ErrorClass, classify
 
 log = logging.getLogger(__name__)
 
 Row = Sequence[Any]
 
-#: Errors a single row can cause (besides connection loss, told apart by ``_unavailable``).
-_ROW_ERRORS: tuple[type[BaseException], ...] = (
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    ValueError,
-    TypeError,
-    ArithmeticError,
-)
-#: Errors no row causes: the table itself is wrong, so bisecting would only repeat them.
-_SCHEMA_ERRORS = (asyncpg.exceptions.UndefinedTableError, asyncpg.exceptions.UndefinedColumnError)
+#: Error classes after which the pool's sessions may hold stale state (prepared statements).
+_STALE_SESSION_CLASSES = frozenset({"undefined", "server", "other"})
+#: ``rows_dropped`` reasons: the database was away and the spool's disk refused the rows; the
+#: same at shutdown (or no spool configured), when nothing else can be done with them.
+DROPPED_SPOOL_UNWRITABLE = "spool_unwritable"
+DROPPED_SHUTDOWN = "shutdown"
+#: How long a closing writer goes on replaying its spool (shutdown must end: systemd and
+#: Kubernetes kill after 90 and 30 s).
+CLOSE_REPLAY_S = 5.0
+#: Error classes that are the database's state, never one batch's fault.
+_OUTAGE_CLASSES = frozenset({"connection", "operator", "read_only", "resources", "rollback"})
 
 
-def _unavailable(exc: BaseException) -> bool:
-    """True for connection loss; asyncpg's DataError (bad input) is an InterfaceError but is not."""
-    return isinstance(exc, UNAVAILABLE_ERRORS) and not isinstance(exc, asyncpg.exceptions.DataError | ValueError)
+class WriteDeferred(StoreUnavailable):
+    """The database cannot take this batch now (:attr:`error_class` says why); it is kept."""
+
+    def __init__(self, message: str, error_class: ErrorClass) -> None:
+        super().__init__(message)
+        self.error_class = error_class
 
 
 @dataclass(slots=True)
@@ -65,6 +82,12 @@ class WriterStats:
     conflict_batches: int = 0
     flush_seconds: float = 0.0
     last_error: str | None = None
+    #: Failed attempts that kept their batch, by error class (``store.sqlstate`` names).
+    errors: dict[str, int] = field(default_factory=dict)
+    #: Rows given up by reason (besides the spool's own drops past its limit).
+    rows_dropped: dict[str, int] = field(default_factory=dict)
+    #: Outages: a failed attempt after a success.
+    outages: int = 0
 
 
 class BatchWriter:
@@ -81,9 +104,10 @@ class BatchWriter:
         self.pool = pool
         self.spool = spool
         self.table = table
-        self.columns = list(columns)
+        self.columns = tuple(columns)
         self.config = config or WriterConfig()
         self.stats = WriterStats()
+        self.health = TaskHealth(f"writer-{table}")
         #: Newest ``time`` committed (None: nothing yet, or the table has no ``time`` column).
         self.watermark: datetime | None = None
         self._time_index = self.columns.index("time") if "time" in self.columns else None
@@ -91,139 +115,366 @@ class BatchWriter:
         self._flush_lock = asyncio.Lock()
         self._room = asyncio.Condition()
         self._timer: asyncio.Task[None] | None = None
+        #: Set by ``put`` when a batch is full: the timer's next round starts at once.
+        self._full = asyncio.Event()
         self._closed = False
-        cols = ", ".join(f'"{c}"' for c in self.columns)
+        self._replay_until = 0.0  # once closing: when the replay of the spool stops
+        #: Failed attempts in a row, and when the next may start (``time.monotonic``).
+        self._failures = 0
+        self._retry_at = 0.0
+        self._outage_started: float | None = None
+        self._spool_refused = False
+        #: The spool batch at the head that failed, and how often in a row (see _refused_for_good).
+        self._head_failures: tuple[str, int] = ("", 0)
+        self._conflict_sql: dict[tuple[str, ...], str] = {}
         self._stage = f"_fm_stage_{table}"
         self._stage_sql = (
             f'CREATE TEMP TABLE IF NOT EXISTS "{self._stage}" (LIKE "{table}" INCLUDING DEFAULTS) ON COMMIT DELETE ROWS'
         )
-        self._conflict_sql = f'INSERT INTO "{table}" ({cols}) SELECT {cols} FROM "{self._stage}" ON CONFLICT DO NOTHING'
 
     @property
     def pending(self) -> int:
         """Rows buffered and not yet written."""
         return len(self._pending)
 
+    @property
+    def deferring(self) -> bool:
+        """Whether the last attempt failed and the database is being waited for."""
+        return self._failures > 0
+
     def start(self) -> None:
         """Start the flush timer (idempotent)."""
         if self._timer is None:
-            self._timer = asyncio.create_task(self._tick(), name=f"writer-{self.table}")
+            interval = self.config.flush_interval_s
+            self._timer = asyncio.create_task(
+                supervise(self.health, self._tick, interval_s=interval, first_backoff_s=interval, wake=self._full),
+                name=f"writer-{self.table}",
+            )
 
     async def put(self, rows: Sequence[Row]) -> None:
-        """Buffer ``rows``; flush when a batch is full; wait while the buffer is at its limit."""
+        """Buffer ``rows``; wait while the buffer is at its limit. A full batch wakes the timer,
+        which writes it: the caller never waits for the database itself."""
         if self._closed:
             raise RuntimeError(f"writer for {self.table} is closed")
+        limit = self.config.max_pending_rows
         async with self._room:
-            await self._room.wait_for(lambda: len(self._pending) < self.config.max_pending_rows)
+            while len(self._pending) >= limit:
+                if self._spool_refused and self.deferring:  # nothing can take rows: the oldest make room
+                    self._drop_oldest(len(self._pending) + len(rows) - limit, DROPPED_SPOOL_UNWRITABLE)
+                    break
+                await self._room.wait()
             self._pending.extend(rows)
         if len(self._pending) >= self.config.batch_rows:
-            try:
-                await self.flush()
-            except StoreUnavailable as exc:  # rows stay buffered; put() waits once the buffer is full
-                self.stats.last_error = str(exc)
+            self._full.set()
 
-    async def flush(self) -> int:
-        """Write everything buffered (after the spool); return rows stored.
+    async def flush(self, *, force: bool = False) -> int:
+        """Write the spool, then everything buffered; return rows stored.
 
-        Without a spool, raises StoreUnavailable keeping the rows; with one, spools them instead.
-        """
+        While backing off after a failure (unless ``force``) nothing is attempted: what is buffered
+        goes to the spool. A failure keeps the rows: with a spool they go to disk, without one
+        :class:`~store.db.StoreUnavailable` is raised."""
         async with self._flush_lock:
-            try:
-                stored = await self._drain_spool()
-            except StoreUnavailable:
-                self._spool_pending()
-                await self._release(0)
+            if not force and self.deferring and time.monotonic() < self._retry_at:
+                if not self._probing:
+                    await self._spool_pending()
+                if self.spool is None:
+                    raise StoreUnavailable(f"writing {self.table}: waiting to retry ({self.stats.last_error})")
                 return 0
-            while self._pending:
-                batch = self._pending[: self.config.batch_rows]
-                started = time.perf_counter()
-                try:
-                    stored += await self._write_batch(batch)
-                except StoreUnavailable:
-                    if self.spool is None:
-                        raise
-                    self._spool_pending()
-                    await self._release(0)
-                    return stored
-                finally:
-                    self.stats.flush_seconds += time.perf_counter() - started
-                await self._release(len(batch))
+            stored = 0
+            try:
+                stored += await self._drain_spool()
+                while self._pending:
+                    stored += await self._write_pending()
+            except WriteDeferred:
+                if not self._probing:
+                    await self._spool_pending()
+                if self.spool is None:
+                    raise
             return stored
 
-    async def _release(self, n: int) -> None:
-        del self._pending[:n]
-        async with self._room:
-            self._room.notify_all()
-
-    async def _drain_spool(self) -> int:
-        """Replay spooled batches, oldest first; stop (raising) at the first outage."""
-        stored = 0
-        while self.spool is not None and (batch := self.spool.peek()) is not None:
-            stored += await self._write_batch(batch)
-            self.spool.pop()
-        return stored
-
-    def _spool_pending(self) -> None:
-        if self.spool is None:
-            return
-        while self._pending:
-            batch = self._pending[: self.config.batch_rows]
-            self.spool.push(batch)
-            del self._pending[: len(batch)]
-        log.warning("%s: database unavailable, %d batch(es) spooled on disk", self.table, len(self.spool))
-
     async def close(self) -> None:
-        """Stop the timer and flush what is left."""
+        """Stop the timer; replay the spool for up to ``CLOSE_REPLAY_S`` more (the rest waits for the
+        next start), then write what is buffered; while the database is away, spool it instead.
+        Rows that neither the database nor the spool took are counted as dropped (``shutdown``)."""
         self._closed = True
+        self._replay_until = time.monotonic() + CLOSE_REPLAY_S
         if self._timer is not None:
-            # Never cancel the timer mid-flush: a COPY cut off leaves its connection mid-operation
-            # ("cannot switch to state ...") and the final flush below would fail on it.
+            # Never cancel the timer mid-write: a COPY cut off leaves its connection mid-operation
+            # ("cannot switch to state ..."). A replay goes on for CLOSE_REPLAY_S at most.
             async with self._flush_lock:
                 self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._timer
             self._timer = None
-        await self.flush()
+        try:
+            if self.spool is not None and self.deferring:
+                async with self._flush_lock:
+                    await self._spool_pending()
+            else:
+                await self.flush(force=True)
+        finally:
+            if self._pending:
+                n = len(self._pending)
+                self._drop_oldest(n, DROPPED_SHUTDOWN)
 
     def spool_pending(self) -> int:
         """Move what is buffered to the spool (a last resort at shutdown); rows that stay unsaved."""
-        self._spool_pending()
+        while self.spool is not None and self._pending:
+            batch = self._pending[: self.config.batch_rows]
+            if not self.spool.push(batch, self.columns):
+                break
+            del self._pending[: len(batch)]
         return len(self._pending)
 
+    # --- the timer --------------------------------------------------------------------------
+
     async def _tick(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.flush_interval_s)
-            if not self._pending and not (self.spool is not None and len(self.spool)):
+        """One round of the timer (run by :func:`~fabric.supervise.supervise`)."""
+        if not self._pending and not (self.spool is not None and len(self.spool)):
+            return
+        if self.deferring and time.monotonic() < self._retry_at:
+            if self.spool is not None and self._pending and not self._probing:
+                async with self._flush_lock:
+                    # To disk every round while waiting to retry: memory stays bounded, and a crash
+                    # of the collector loses at most one flush interval of rows.
+                    await self._spool_pending()
+            return
+        with contextlib.suppress(StoreUnavailable):  # kept; _defer logged it
+            await self.flush()
+
+    # --- outcomes ---------------------------------------------------------------------------
+
+    def _defer(self, exc: BaseException, error_class: ErrorClass) -> WriteDeferred:
+        """Count a failed attempt that keeps its batch, and schedule the next one."""
+        now = time.monotonic()
+        name = error_class.name
+        self.stats.errors[name] = self.stats.errors.get(name, 0) + 1
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        code = f" {error_class.sqlstate}" if error_class.sqlstate else ""
+        self.stats.last_error = f"{name}{code}: {detail}"
+        self._failures += 1
+        first = min(self.config.flush_interval_s, 1.0)
+        wait = backoff_s(self._failures, first, self.config.retry_max_s)
+        self._retry_at = now + wait * random.uniform(0.8, 1.0)
+        if self._outage_started is None:
+            self._outage_started = now
+            self.stats.outages += 1
+            log.warning(
+                "%s: the database cannot take writes (%s); rows are kept%s and retried",
+                self.table, self.stats.last_error, " (spooled on disk)" if self.spool is not None else "",
+            )  # fmt: skip
+        else:
+            log.debug("%s: still cannot write (%s), attempt %d", self.table, self.stats.last_error, self._failures)
+        return WriteDeferred(f"writing {self.table}: {self.stats.last_error}", error_class)
+
+    def _recovered(self) -> None:
+        if self._outage_started is not None:
+            log.info(
+                "%s: writes work again after %.1f s (%d attempt(s) failed)",
+                self.table, time.monotonic() - self._outage_started, self._failures,
+            )  # fmt: skip
+        self._failures = 0
+        self._retry_at = 0.0
+        self._outage_started = None
+
+    def _drop_oldest(self, n: int, reason: str) -> None:
+        """Give up the ``n`` oldest buffered rows (nothing can store them), counted by reason."""
+        n = min(n, len(self._pending))
+        if n <= 0:
+            return
+        del self._pending[:n]
+        self.stats.rows_dropped[reason] = self.stats.rows_dropped.get(reason, 0) + n
+        why = {DROPPED_SHUTDOWN: "not written at shutdown (the database is away and the spool cannot write)"}
+        log.error("%s: dropped the %d oldest rows: %s", self.table, n, why.get(reason, "the database is away "
+                  "and the spool cannot write"))  # fmt: skip
+
+    async def _wake(self) -> None:
+        async with self._room:
+            self._room.notify_all()
+
+    # --- the spool --------------------------------------------------------------------------
+
+    async def _drain_spool(self) -> int:
+        """Replay spooled batches, oldest first, in the columns they were spooled with.
+
+        Stops after the current batch once the writer has been closing for ``CLOSE_REPLAY_S``
+        (what is left replays at the next start). The newest rows do not wait
+        behind a long replay: past a batch, they go to the spool's tail. A batch the database
+        refuses for a reason that is not an outage, twice, while newer rows of the table are
+        stored, is refused for good: quarantined, so it cannot hold the table up."""
+        stored = 0
+        while self.spool is not None and not (self._closed and time.monotonic() > self._replay_until):
+            batch = await asyncio.to_thread(self.spool.peek)
+            if batch is None:
+                break
+            if batch.columns is None and any(len(r) != len(self.columns) for r in batch.rows):
+                widths = sorted({len(r) for r in batch.rows})
+                self.spool.quarantine_batch(f"version 1 rows of {widths} values for {len(self.columns)} columns")
                 continue
             try:
-                await self.flush()
-            except StoreUnavailable as exc:
-                self.stats.last_error = str(exc)
-                log.warning("%s: database unavailable, %d rows kept for retry", self.table, self.pending)
+                stored += await self._write_batch(batch.rows, batch.columns or self.columns)
+            except WriteDeferred as exc:
+                if not await self._refused_for_good(batch.name, exc):
+                    raise
+                self.spool.quarantine_batch(f"refused by the database while newer rows were stored: {exc}")
+                continue
+            self.spool.pop()
+            self._head_failures = ("", 0)
+            if len(self._pending) >= self.config.batch_rows:
+                await self._spool_pending()
+        return stored
 
-    async def _write_batch(self, batch: Sequence[Row]) -> int:
-        self.stats.batches += 1
+    async def _refused_for_good(self, name: str, exc: WriteDeferred) -> bool:
+        """Whether the spool's head batch is at fault, not the database: it failed twice for a reason
+        no outage explains, and the newest buffered rows are then stored (raises if they are not).
+
+        After the first such failure the buffered rows stay in memory (``_probing``), not on the
+        spool's tail, so that the second attempt can try them."""
+        if exc.error_class.name in _OUTAGE_CLASSES:
+            self._head_failures = ("", 0)
+            return False
+        seen, count = self._head_failures
+        self._head_failures = (name, count + 1 if seen == name else 1)
+        if self._head_failures[1] < 2 or not self._pending:
+            return False
         try:
-            async with self.pool.acquire() as conn:
-                try:
-                    await conn.copy_records_to_table(self.table, records=batch, columns=self.columns)
-                except _ROW_ERRORS as exc:
-                    if _unavailable(exc):
-                        raise
-                    if isinstance(exc, asyncpg.exceptions.UniqueViolationError):
-                        self.stats.conflict_batches += 1
-                    return await self._write_safely(conn, batch)
-        except UNAVAILABLE_ERRORS as exc:
-            if not _unavailable(exc):
+            await self._write_pending()
+        except WriteDeferred:  # the table refuses newer rows too: an outage of its own kind, wait
+            self._head_failures = ("", 0)
+            raise
+        return True
+
+    @property
+    def _probing(self) -> bool:
+        """The spool's head failed once for a reason no outage explains: keep buffered rows to try."""
+        return self._head_failures[1] == 1 and bool(self._pending)
+
+    async def _write_pending(self) -> int:
+        """Write the oldest buffered batch; it stays buffered (in front) if the write fails."""
+        batch = self._pending[: self.config.batch_rows]
+        del self._pending[: len(batch)]  # in flight: put() may drop from what is left
+        started = time.perf_counter()
+        try:
+            stored = await self._write_batch(batch, self.columns)
+        except BaseException:
+            self._pending[:0] = batch
+            raise
+        finally:
+            self.stats.flush_seconds += time.perf_counter() - started
+        await self._wake()
+        return stored
+
+    async def _spool_pending(self) -> None:
+        """Everything buffered onto the spool, off the event loop; what the disk refuses stays buffered."""
+        if self.spool is None or not self._pending:
+            return
+        before = len(self.spool)
+        while self._pending:
+            batch = self._pending[: self.config.batch_rows]
+            del self._pending[: len(batch)]  # in flight, as for a write
+            try:
+                ok = await asyncio.to_thread(self.spool.push, batch, self.columns)
+            except BaseException:
+                self._pending[:0] = batch
                 raise
-            raise StoreUnavailable(f"writing {self.table}: {exc}") from exc
+            if not ok:
+                self._pending[:0] = batch
+                self._spool_refused = True  # kept buffered; put() drops the oldest past the limit
+                break
+        else:
+            self._spool_refused = False
+        await self._wake()
+        if before == 0 and len(self.spool):
+            log.warning("%s: %d batch(es) spooled on disk until the database takes writes", self.table, len(self.spool))
+
+    # --- writing ----------------------------------------------------------------------------
+
+    async def _write_batch(self, batch: Sequence[Row], columns: Sequence[str]) -> int:
+        """Store one batch; raises :class:`WriteDeferred` (batch kept) for anything not about a row,
+        a write that takes longer than ``write_timeout_s`` included (a database that stopped answering)."""
+        self.stats.batches += 1
+        limit = self.config.write_timeout_s
+        try:
+            # No acquire timeout: asyncpg leaks the connection of an acquire cancelled mid-connect
+            # (MagicStack/asyncpg#467, #955); connecting is bounded by database.connect_timeout_s.
+            async with self.pool.acquire() as conn:
+                # Not a cancellation either: a COPY or a transaction cancelled mid-way waits for the
+                # silent server to roll back. A terminated session fails every await on it at once.
+                watchdog = asyncio.get_running_loop().call_later(limit, self._abandon, conn)
+                try:
+                    stored = await self._copy(conn, batch, tuple(columns))
+                finally:
+                    watchdog.cancel()
+        except WriteDeferred as deferred:
+            if deferred.error_class.name in _STALE_SESSION_CLASSES:
+                # A table dropped and made again leaves sessions with statements prepared for the old
+                # one ("could not open relation with OID ..."): the next attempt gets new sessions.
+                await self.pool.expire_connections()
+            raise
+        except Exception as exc:  # acquiring or releasing a connection: never a row's fault
+            error_class = classify(exc)
+            if not error_class.keep:
+                error_class = ErrorClass("connection", keep=True, sqlstate=error_class.sqlstate)
+            raise self._defer(exc, error_class) from exc
+        self._recovered()
+        return stored
+
+    def _abandon(self, conn: asyncpg.Connection) -> None:
+        """A write outlived ``write_timeout_s``: end its session (the database stopped answering)."""
+        log.warning("%s: a write took over %.0f s: its session is ended, the batch kept", self.table,
+                    self.config.write_timeout_s)  # fmt: skip
+        conn.terminate()
+
+    async def _copy(self, conn: asyncpg.Connection, batch: Sequence[Row], columns: tuple[str, ...]) -> int:
+        try:
+            await conn.copy_records_to_table(self.table, records=batch, columns=columns)
+        except Exception as exc:
+            error_class = classify(exc)
+            if error_class.keep:
+                raise self._defer(exc, error_class) from exc
+            if isinstance(exc, asyncpg.exceptions.UniqueViolationError):
+                self.stats.conflict_batches += 1
+            return await self._write_safely(conn, batch, columns)
         self.stats.rows_written += len(batch)
-        self._committed(batch)
+        self._committed(batch, columns)
         return len(batch)
 
-    def _committed(self, batch: Sequence[Row]) -> None:
+    async def _write_safely(self, conn: asyncpg.Connection, batch: Sequence[Row], columns: tuple[str, ...]) -> int:
+        """Conflict-safe write; bisects to isolate the rows the database or encoder refuses."""
+        try:
+            async with conn.transaction():
+                await conn.execute(self._stage_sql)
+                await conn.copy_records_to_table(self._stage, records=batch, columns=columns)
+                status = await conn.execute(self._insert_sql(columns))
+        except Exception as exc:
+            error_class = classify(exc)
+            if error_class.keep:
+                raise self._defer(exc, error_class) from exc
+            if len(batch) == 1:
+                self.stats.rows_rejected += 1
+                self.stats.last_error = f"row rejected: {exc}"
+                log.warning("%s: rejected one row (%s): %s", self.table, error_class.name, str(exc).splitlines()[0])
+                return 0
+            mid = len(batch) // 2
+            left = await self._write_safely(conn, batch[:mid], columns)
+            return left + await self._write_safely(conn, batch[mid:], columns)
+        inserted = int(status.rsplit(" ", 1)[-1])
+        self._committed(batch, columns)
+        self.stats.rows_written += inserted
+        self.stats.rows_duplicate += len(batch) - inserted
+        return inserted
+
+    def _insert_sql(self, columns: tuple[str, ...]) -> str:
+        sql = self._conflict_sql.get(columns)
+        if sql is None:
+            cols = ", ".join(f'"{c}"' for c in columns)
+            sql = f'INSERT INTO "{self.table}" ({cols}) SELECT {cols} FROM "{self._stage}" ON CONFLICT DO NOTHING'
+            self._conflict_sql[columns] = sql
+        return sql
+
+    def _committed(self, batch: Sequence[Row], columns: tuple[str, ...]) -> None:
         """Advance ``watermark`` past a batch the database has committed."""
-        i = self._time_index
+        i = self._time_index if columns == self.columns else (columns.index("time") if "time" in columns else None)
         if i is None or not batch:
             return
         try:
@@ -235,26 +486,3 @@ class BatchWriter:
         newest = min(newest, datetime.now(UTC))
         if self.watermark is None or newest > self.watermark:
             self.watermark = newest
-
-    async def _write_safely(self, conn: asyncpg.Connection, batch: Sequence[Row]) -> int:
-        """Conflict-safe write; bisects to isolate rows the database or encoder refuses."""
-        try:
-            async with conn.transaction():
-                await conn.execute(self._stage_sql)
-                await conn.copy_records_to_table(self._stage, records=batch, columns=self.columns)
-                status = await conn.execute(self._conflict_sql)
-        except _ROW_ERRORS as exc:
-            if _unavailable(exc) or isinstance(exc, _SCHEMA_ERRORS):
-                raise
-            if len(batch) == 1:
-                self.stats.rows_rejected += 1
-                self.stats.last_error = f"row rejected: {exc}"
-                log.warning("%s: rejected one row: %s", self.table, str(exc).splitlines()[0])
-                return 0
-            mid = len(batch) // 2
-            return await self._write_safely(conn, batch[:mid]) + await self._write_safely(conn, batch[mid:])
-        inserted = int(status.rsplit(" ", 1)[-1])
-        self._committed(batch)
-        self.stats.rows_written += inserted
-        self.stats.rows_duplicate += len(batch) - inserted
-        return inserted

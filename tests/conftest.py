@@ -16,7 +16,7 @@ import asyncio
 import shutil
 import tempfile
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -101,6 +101,19 @@ def fresh_db(pg_store: EmbeddedStore) -> Iterator[str]:
     finally:
         # FORCE: a test that leaked a connection (or TimescaleDB's scheduler) must not keep it alive.
         run_sync(_admin(pg_store, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture
+async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
+    """A pool on a ``fresh_db`` with every migration applied."""
+    from store.db import create_pool
+    from store.migrate import migrate
+
+    pool = await create_pool(fresh_db)
+    async with pool.acquire() as conn:
+        await migrate(conn)
+    yield pool
+    await pool.close()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ the explicit list of every resource module's endpoints (no discovery).
 
 from __future__ import annotations
 
-from api.routes import alerts, dashboard, health, jobs, metrics, openapi, rails, series, slo, switches
+from api.routes import actions, alerts, dashboard, health, jobs, metrics, openapi, rails, series, slo, switches
 from api.routes.base import Endpoint
 
 ENDPOINTS: tuple[Endpoint, ...] = (
@@ -17,6 +17,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *rails.ENDPOINTS,
     *slo.ENDPOINTS,
     *alerts.ENDPOINTS,
+    *actions.ENDPOINTS,
     *jobs.ENDPOINTS,
     *series.ENDPOINTS,
     *metrics.ENDPOINTS,

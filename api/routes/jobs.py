@@ -26,9 +26,10 @@ from analyzer.jobs import job_health
 from analyzer.verdict import from_report
 from api.inputs import JobIn, JobPath, PageQuery
 from api.live import Placement
-from api.problems import NotFound, unknown
+from api.problems import NotFound, Unprocessable, unknown
 from api.routes.base import (
     CACHE,
+    CONFIG,
     FABRIC,
     PLACEMENT,
     POOL,
@@ -43,10 +44,14 @@ from api.routes.base import (
 )
 from api.schemas import JobAlertOut, JobFaultOut, JobHealthOut, JobList, JobOut, JobRailOut, Status
 from fabric.model import Fabric
+from schedulers.discovery import PREFIX as DISCOVERED_PREFIX
 
 MAX_ALERTS = 100
 STATUS: dict[int, Status] = {0: "healthy", 1: "degraded", 2: "critical"}
 UNKNOWN_JOB = Refusal(404, "unknown-job", "no job is registered with that id")
+RESERVED_ID = Refusal(
+    422, "reserved-job-id", "ids starting `slurm:` are Slurm job discovery's while it is on (schedulers.slurm)"
+)
 
 
 def _job_out(fabric: Fabric, job: Job) -> JobOut:
@@ -63,6 +68,14 @@ def _job_out(fabric: Fabric, job: Job) -> JobOut:
 
 async def register(request: web.Request) -> web.Response:
     job = (await parse_body(request, JobIn)).to_job()
+    slurm = request.app[CONFIG].schedulers.slurm
+    if slurm is not None and slurm.discover_jobs and job.id.startswith(DISCOVERED_PREFIX):
+        # discovery would replace it with what Slurm runs, or delete it as finished
+        raise Unprocessable(
+            f"job ids starting {DISCOVERED_PREFIX!r} are Slurm's running jobs (discovered every "
+            f"{slurm.poll_s:g} s); register a job of your own under another id",
+            kind=RESERVED_ID.kind,
+        )
     fabric = request.app[FABRIC]
     missing = [h for h in job.hosts if h not in fabric.servers]
     if missing:
@@ -179,6 +192,7 @@ ENDPOINTS = (
             Refusal(
                 422, "unknown-hosts", "a host is not a server of the inventory (the problem's `unknown` names them)"
             ),
+            RESERVED_ID,
         ),
     ),
     Endpoint("GET", "/v1/jobs", list_jobs, "Registered jobs", JobList, query=PageQuery, tag="jobs"),

@@ -11,6 +11,7 @@ from api.routes.base import CONFIG, METRICS, POOL, Endpoint
 async def metrics(request: web.Request) -> web.Response:
     metrics = request.app[METRICS]
     await metrics.outbox.refresh(request.app[POOL], request.app[CONFIG].alerts.webhooks)
+    await metrics.actions.refresh(request.app[POOL])
     return metrics_response(metrics)
 
 

@@ -1,7 +1,10 @@
 """Switches and their ports: ``/v1/switches``, ``/v1/switches/{name}``, ``/v1/switches/{name}/ports``.
 
-"Now" ends at the newest sample the collectors wrote (one index probe). A switch's state (ports
-up and reporting, last sample, reachability) covers the last 1.5 sampling intervals and comes
+"Now" ends at the newest sample the collectors wrote, up to the present (one index probe): a row
+stamped in the future by a switch whose clock runs ahead is not read until its time comes. A
+switch's clock, as its collector last reported it (``clock_skew_s``, and whether its timestamps
+are replaced: ``clock_corrected``, ``clock_replaced``), comes from ``switch_clocks``. A switch's
+state (ports up and reporting, last sample, reachability) covers the last 1.5 sampling intervals and comes
 from the fabric-wide snapshot :class:`api.live.SwitchStates` (at most ``ttl_s`` old). A switch
 that stopped reporting falls out of that window (``last_sample_at`` null, ``ports_reporting``
 0); its reachability row and the ``collection`` check say why. A switch's ports are read per
@@ -18,6 +21,7 @@ from aiohttp import web
 
 from analyzer.engine import status_of
 from api.inputs import Limit, PageQuery, SwitchesQuery, SwitchPath
+from api.live import NEWEST_SQL
 from api.problems import NotFound
 from api.routes.base import (
     CACHE,
@@ -26,6 +30,7 @@ from api.routes.base import (
     STATES,
     UNKNOWN_SWITCH,
     Endpoint,
+    now,
     parse_path,
     parse_query,
     respond,
@@ -90,9 +95,12 @@ class PortsQuery(PageQuery):
     limit: Limit = 1000
 
 
-async def latest_window(conn: Connection, window_s: float) -> tuple[datetime | None, datetime | None]:
-    """(start, end) of the latest window: ``window_s`` ending at the newest sample."""
-    end = await conn.fetchval("SELECT time FROM port_counters ORDER BY time DESC LIMIT 1")
+async def latest_window(
+    conn: Connection, window_s: float, at: datetime | None = None
+) -> tuple[datetime | None, datetime | None]:
+    """(start, end) of the latest window: ``window_s`` ending at the newest sample up to ``at``
+    (default now): a switch whose clock runs ahead never moves the window into the future."""
+    end = await conn.fetchval(NEWEST_SQL, at or now())
     return (None, None) if end is None else (end - timedelta(seconds=window_s), end)
 
 
@@ -116,6 +124,9 @@ def _switch(request: web.Request, r: Record) -> SwitchOut:
         ports_up=r["up"],
         ports_reporting=r["reporting"],
         ports_total=r["total"],
+        clock_skew_s=None if r["clock_skew_s"] is None else round(r["clock_skew_s"], 3),
+        clock_corrected=r["clock_corrected"],
+        clock_replaced=r["clock_replaced"],
     )
 
 

@@ -21,7 +21,11 @@ EXIT = {"healthy": 0, "degraded": 1, "critical": 2}
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     a = sub.add_parser("analyze", parents=[common], help="run the analyzer service (checks, alerts, webhooks)")
-    a.add_argument("--once", action="store_true", help="one evaluation (alerts and webhooks included), then exit")
+    a.add_argument(
+        "--once",
+        action="store_true",
+        help="one evaluation (alerts and webhooks included), then exit; needs no leadership",
+    )
     a.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (default: until SIGTERM)")
     a.set_defaults(handler=run_analyze)
     c = sub.add_parser(
@@ -43,14 +47,16 @@ def run_analyze(args: argparse.Namespace) -> int:
         stop_on_signals(stop)
         async with database(dsn, config, fabric) as pool:
             service = AnalyzerService(config, fabric, pool)
-            if args.once:
+            if args.once:  # one-shot: no election (the database serializes it with a running leader)
                 report = await service.evaluate_once()
                 if config.alerts.webhooks and (left := await service.drain_webhooks(timeout_s=30)):
                     note(f"warning: {left} webhook delivery(ies) still pending; `fabricmon analyze` will retry them")
                 return report
             hooks = len(config.alerts.webhooks)
+            elect = "; leads only while it holds the analyzer lock" if config.analyzer.leader_election else ""
             note(
                 f"analyzing {len(fabric.switches)} switches every {config.analyzer.interval_s:g} s; {hooks} webhook(s)"
+                + elect
             )
             if args.duration is not None:
                 asyncio.get_running_loop().call_later(args.duration, stop.set)

@@ -22,8 +22,10 @@ from rich.table import Table
 
 from cli import context
 from cli.service import stop_on_signals
+from config.errors import ConfigError
 from demo.runner import DemoOptions, DemoResult, auto_interval, run_demo
 from demo.tour import builtin_tours, load_tour
+from simulator.nos import NosError, parse_nos
 from store.db import recreate_database
 from store.pgserver import EmbeddedStore
 
@@ -46,14 +48,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
         help="sampling and evaluation interval (default: 2 s up to 1,024 GPUs, then 2 s per 512 GPUs)",
     )
     p.add_argument("--report", type=Path, metavar="FILE", help="write the detection figures as JSON")
+    p.add_argument(
+        "--nos",
+        default="mixed",
+        metavar="NAME[,NAME...]",
+        help="the switches' gNMI notification shapes (as `fabricmon sim --nos`; default mixed: every one)",
+    )
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     config = context.config_of(args)
     steps = () if args.scenario == "clean" else tuple(load_tour(args.scenario)[1])
+    try:
+        nos = parse_nos(args.nos)
+    except NosError as exc:
+        raise ConfigError(f"--nos: {exc}") from None
     opts = DemoOptions(gpus=args.gpus, steps=steps, tour=args.scenario, duration_s=args.duration,
-                       listen=args.listen, interval_s=args.interval or auto_interval(args.gpus))  # fmt: skip
+                       listen=args.listen, interval_s=args.interval or auto_interval(args.gpus), nos=nos)  # fmt: skip
     console = Console(stderr=True, highlight=False)
 
     def say(line: str) -> None:

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 
+from analyzer.metrics import AnalyzerMetrics
 from analyzer.service import AnalyzerService
 from api.app import create_app
 from cli import context
@@ -64,8 +65,11 @@ def run_all(args: argparse.Namespace) -> int:
         async with database(dsn, config, fabric) as pool:
             collector = CollectorService(config, fabric, pool, the_plan)
             analyzer = AnalyzerService(config, fabric, pool)
-            metrics = CollectorMetrics(collector.pipeline, collector.collectors, collector.heartbeat.stats)
-            app = create_app(config, fabric, pool=pool, extra_collectors=[metrics])
+            metrics = CollectorMetrics(
+                collector.pipeline, collector.collectors, collector.heartbeat.stats, tasks=collector.tasks
+            )
+            mine = AnalyzerMetrics(analyzer)
+            app = create_app(config, fabric, pool=pool, extra_collectors=[metrics, mine])
             note(f"collecting {the_plan.switches} switches, analyzing every {config.analyzer.interval_s:g} s")
             async with serving(app, args.listen or config.api.listen):
                 collecting = asyncio.create_task(collector.run(stop), name="collector")

@@ -11,6 +11,7 @@ from pathlib import Path
 from cli.output import emit
 from fabric.errors import FabricmonError
 from fabric.model import FabricParams
+from simulator.nos import Devices, NosError, parse_nos
 from simulator.runner import RunningSim, SimOptions, run_sim
 
 
@@ -36,6 +37,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
     p.add_argument("--write-config", type=Path, metavar="FILE", help="write a fabricmon config for this simulator")
     p.add_argument("--protocols", choices=["mixed", "gnmi", "snmp"], default="mixed", help="for --write-config")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (default: until Ctrl-C)")
+    p.add_argument(
+        "--nos",
+        default="openconfig",
+        metavar="NAME[,NAME...]",
+        help="gNMI notification shapes, round-robin over the switches: openconfig, eos, sonic, xr, cumulus, mixed",
+    )
+    p.add_argument("--clock-skew-s", type=float, default=0.0, metavar="S", help="each switch's clock off by up to ±S s")
+    p.add_argument("--clock-jitter-ms", type=float, default=0.0, metavar="MS", help="per-notification time noise ±MS")
     p.set_defaults(handler=run)
 
 
@@ -48,6 +57,11 @@ def options_of(args: argparse.Namespace) -> SimOptions:
         params = FabricParams(gpus=args.gpus or 512, rails=args.rails, radix=args.radix, speed_gbps=args.speed_gbps)
     if args.replay is not None and args.scenario:
         raise SimError("--scenario applies to a simulated fabric, not to --replay")
+    try:
+        nos = parse_nos(args.nos)
+        Devices((), nos, clock_skew_s=args.clock_skew_s, clock_jitter_ms=args.clock_jitter_ms)  # checks the figures
+    except NosError as exc:
+        raise SimError(str(exc)) from None
     return SimOptions(
         params=params,
         inventory=args.inventory,
@@ -61,7 +75,20 @@ def options_of(args: argparse.Namespace) -> SimOptions:
         write_config=args.write_config,
         protocols=args.protocols,
         duration_s=args.duration,
+        nos=nos,
+        clock_skew_s=args.clock_skew_s,
+        clock_jitter_ms=args.clock_jitter_ms,
     )
+
+
+def _nos_counts(sim: RunningSim) -> dict[str, int] | None:
+    """How many switches imitate each NOS (None when all are plain OpenConfig ones)."""
+    if sim.devices is None or sim.devices.uniform:
+        return None
+    counts: dict[str, int] = {}
+    for nos in sim.devices.assignment().values():
+        counts[nos.value] = counts.get(nos.value, 0) + 1
+    return counts
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
             "replay": str(opts.replay) if opts.replay else None,
             "scenario": opts.scenario,
             "config": str(opts.write_config) if opts.write_config else None,
+            "nos": _nos_counts(sim),
+            "clock": f"±{opts.clock_skew_s:g} s skew, ±{opts.clock_jitter_ms:g} ms jitter"
+            if opts.clock_skew_s or opts.clock_jitter_ms
+            else None,
         }
         lines = [f"simulating {len(switches)} switches" + (f" from {opts.replay}" if opts.replay else "")]
         lines += [f"  {k:<9}{v}" for k, v in data.items() if v is not None and k != "switches"]

@@ -4,7 +4,6 @@ escalate without storming, keep its labels, record its timeline, ack."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,7 +28,6 @@ from analyzer.outbox import webhook_key
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from store.db import create_pool
-from store.migrate import migrate
 
 pytestmark = pytest.mark.db
 
@@ -40,15 +38,6 @@ HOOKS = [
     WebhookConfig(url="http://127.0.0.1:9/b", format="alertmanager"),
 ]
 FABRIC = build_aipod(FabricParams(gpus=1024))
-
-
-@pytest.fixture
-async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pool(fresh_db)
-    async with pool.acquire() as conn:
-        await migrate(conn)
-    yield pool
-    await pool.close()
 
 
 def outage(port: int = 3, severity: str = "critical", leaf: str = "lf-g1-r1", **details: object) -> Finding:

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 
 from collector.config import CollectorConfig
 from collector.pipeline import Pipeline
-from collector.runner import CollectorService, plan
+from collector.runner import CollectorService
 from collector.snmp import SnmpCollector
 from collector.targets import SwitchTarget
 from config.model import Config
@@ -29,6 +29,7 @@ from store.migrate import migrate
 from store.pgserver import EmbeddedStore
 from store.records import from_int8
 from tests.integration.test_collector_snmp_device import snmpsim as snmpsim_fixture
+from tests.support.collecting import running_collector
 
 # A loop of its own per test: simulator, collectors and analyzer share it, and tasks other suites
 # left on the session loop must not steal their time.
@@ -73,17 +74,9 @@ async def rig(dsn: str, tmp_path: Path) -> AsyncIterator[Rig]:
         await stop_sim(sim)
 
 
-@contextlib.asynccontextmanager
-async def collecting(r: Rig) -> AsyncIterator[CollectorService]:
+def collecting(r: Rig) -> contextlib.AbstractAsyncContextManager[CollectorService]:
     assert r.sim.fabric is not None
-    service = CollectorService(r.config, r.sim.fabric, r.pool, plan(r.config, r.sim.fabric))
-    stop = asyncio.Event()
-    task = asyncio.create_task(service.run(stop))
-    try:
-        yield service
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
+    return running_collector(r.config, r.sim.fabric, r.pool)
 
 
 DEBUG = "SELECT time, switch, port, old_status, new_status, down_s, source FROM link_events ORDER BY time"

@@ -157,12 +157,15 @@ async def test_whole_fabric_matches_the_simulator() -> None:
                     continue
                 want = next(p for p in state.ports(r.switch, r.time_ns) if p.name == r.port)
                 assert {c: getattr(r, c) for c in COUNTERS} == {c: getattr(want, c) for c in COUNTERS}, r
-                assert (r.oper_up, r.speed_bps) == (want.oper_up, want.speed_bps)
+                # status and speed only where the notification carried them (the dump; ON_CHANGE)
+                assert r.oper_up in (None, want.oper_up) and r.speed_bps in (None, want.speed_bps)
                 assert r.pfc_rx == want.pfc_rx and r.pfc_tx == want.pfc_tx
             per_port: dict[tuple[str, str], list[PortReading]] = defaultdict(list)
             for r in readings:
                 per_port[(r.switch, r.port)].append(r)
             assert len(per_port) == ports
+            for key, series in per_port.items():  # the dump said every port's status and speed
+                assert any(r.oper_up is not None and r.speed_bps is not None for r in series), key
             for series in per_port.values():
                 octets = [r.in_octets for r in sorted(series, key=lambda r: r.time_ns) if r.in_octets is not None]
                 assert len(octets) >= 3 and octets == sorted(octets)  # the dump + 2 samples, monotonic
@@ -185,7 +188,7 @@ async def test_whole_fabric_matches_the_simulator() -> None:
                 "oper_up False",
             )
             assert took < 1.0
-            assert collector.stats.values > 0 and not collector.stats.invalid and collector.stats.reconnects == 0
+            assert collector.stats.values > 0 and not sink.invalid and collector.stats.reconnects == 0
         assert set(sink.history(LEAF)) == {TargetState.CONNECTING, TargetState.CONNECTED}
     finally:
         await stop_sim(sim)
@@ -331,7 +334,6 @@ async def test_malformed_updates_are_skipped_and_counted_and_the_stream_survives
                 "oversize": 1,
                 "malformed": 1,
             }
-            assert collector.stats.invalid == kinds
             assert sink.state("bad") is TargetState.CONNECTED and collector.stats.reconnects == 0
     finally:
         await server.stop(0)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from analyzer.service import AnalyzerService
+from simulator.nos import parse_nos
 from tests.integration.test_analyze_e2e import Lab, lab
 from tests.support.receiver import Got, receiver
 
@@ -104,8 +105,24 @@ def clean(sent: list[dict[str, Any]]) -> tuple[str, str, set[str]]:
 
 
 @pytest.mark.slow  # every fault kind of the simulator in turn through real collectors: ~3 min (make test-slow)
-async def test_scenario_matrix_one_incident_per_fault(fresh_db: str, tmp_path: Path) -> None:
-    async with receiver() as (url, got), lab(fresh_db, tmp_path, webhook=url) as lb, analyzing(lb) as service:
+@pytest.mark.parametrize(
+    "nos",
+    [
+        "openconfig",
+        pytest.param(
+            "mixed",
+            marks=pytest.mark.xfail(
+                strict=False,
+                reason="at 1 s sampling over every NOS shape the lab raises stray rail_load_straggler incidents "
+                "and once split a PFC storm in two; the demo over mixed at 2 s finds every fault once (issue 11 note)",
+            ),
+        ),
+    ],
+)
+async def test_scenario_matrix_one_incident_per_fault(fresh_db: str, tmp_path: Path, nos: str) -> None:
+    """Every fault kind, one incident each, whatever the switches send (``mixed``: every NOS shape)."""
+    shapes = parse_nos(nos)
+    async with receiver() as (url, got), lab(fresh_db, tmp_path, url, shapes) as lb, analyzing(lb) as service:
         await until(lambda: service.rounds > 8, 30, "the analyzer past its warm-up")
         expected: list[tuple[dict[str, Any], set[str], set[str]]] = [
             # fault, acceptable root rules, acceptable actions

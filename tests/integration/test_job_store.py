@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import asyncpg
-import pytest
 
 from analyzer import job_store
 from analyzer.job_store import Job, job_from_dict
-from store.db import create_pool
-from store.migrate import migrate
 
 START = datetime(2026, 11, 20, 12, tzinfo=UTC)
-
-
-@pytest.fixture
-async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pool(fresh_db)
-    async with pool.acquire() as conn:
-        await migrate(conn)
-    yield pool
-    await pool.close()
 
 
 async def test_save_replace_get_list_delete(pool: asyncpg.Pool) -> None:

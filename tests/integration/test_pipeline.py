@@ -88,3 +88,39 @@ async def test_known_ports_are_not_flagged(fresh_db: str) -> None:
         assert pipe.stats.unknown_ports == 0
     finally:
         await pool.close()
+
+
+async def test_status_on_another_stream_after_its_counter_is_one_flap_in_the_database(fresh_db: str) -> None:
+    """SONiC-like: the counter stream counted a fast down/up before the status stream said so."""
+    pool = await create_pool(fresh_db)
+    try:
+        async with pool.acquire() as conn:
+            await migrate(conn)
+            await ensure_fabric(conn, FABRIC)
+        pipe = Pipeline(pool, FABRIC, WriterConfig(batch_rows=100, flush_interval_s=0.05))
+        pipe.start()
+        port = ("lf-g1-r1", "swp9")
+
+        def counters(t_s: int, transitions: int) -> PortReading:
+            return PortReading(*port, T0 + t_s * S, in_octets=t_s, carrier_transitions=transitions)
+
+        await pipe.put_ports([PortReading(*port, T0 - S, oper_up=True)])  # the status stream's initial dump
+        await pipe.put_ports([counters(0, 0), counters(10, 2)])
+        await pipe.put_ports(
+            [PortReading(*port, T0 + 2 * S, oper_up=False), PortReading(*port, T0 + 3 * S, oper_up=True)]
+        )
+        await pipe.put_ports([PortReading(*port, T0 + 15 * S, oper_up=True)])  # a status heartbeat: no row
+        await pipe.close()
+        events = await pool.fetch("SELECT new_status, flaps, source, down_s FROM link_events ORDER BY time")
+        assert [tuple(e) for e in events] == [
+            ("down", 0, "oper-status", None),
+            ("up", 1, "oper-status", 1.0),
+            ("flap", 1, "carrier-transitions", None),
+        ]
+        n = await pool.fetchval("SELECT sum(flaps) FROM link_events WHERE new_status IN ('down', 'flap')")
+        assert n == 1
+        times = await pool.fetch("SELECT time, oper_status, in_octets FROM port_counters ORDER BY time")
+        # The first known status, two counter readings and the two changes; the heartbeat is no row.
+        assert [(r["oper_status"], r["in_octets"]) for r in times] == [(1, None), (1, 0), (2, None), (1, None), (1, 10)]
+    finally:
+        await pool.close()

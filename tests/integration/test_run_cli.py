@@ -153,6 +153,7 @@ def test_run_serves_and_check_tells_the_scheduler(
         timeout=60,
     )
     assert proc.returncode == 3 and "hosts" in proc.stderr and "Traceback" not in proc.stderr
+
     def one_incident() -> bool:  # the outage, its drift and its rail asymmetry: one incident
         items = _get(f"{api}/v1/incidents?state=firing")[1].get("items", [])
         rules = [{a["rule"], *(s["rule"] for s in a["symptoms"])} for a in items]

@@ -2,15 +2,20 @@
 
 One simulated fabric (64 GPUs, radix 16) serves both protocols on loopback. Each test applies one
 fault through the control endpoint, reads both ends of the link with a gNMI Get and with
-net-snmp's ``snmpget``, clears the fault, and reads again.
+net-snmp's ``snmpget``, clears the fault, and reads again. The matrix runs once per NOS shape
+(every switch speaking it): :meth:`Sim.get` reads an OpenConfig leaf whatever the wire form
+(XR's JSON containers are flattened; SONiC is asked for the DB field that carries it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import grpc
@@ -19,6 +24,7 @@ from pygnmi.create_gnmi_path import gnmi_path_generator
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
 from fabric.model import FabricParams
+from simulator.nos import Nos, parse_nos
 from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
 
 LEAF, UPLINK = "lf-g1-r1", "swp9"  # the leaf's first uplink ...
@@ -28,10 +34,29 @@ IFX = "1.3.6.1.2.1.31.1.1.1"
 CPFC_PRIO = "1.3.6.1.4.1.9.9.813.1.2.1"
 LLDP_REM_SYSNAME = "1.0.8802.1.1.2.1.4.1.1.9"
 
+#: OpenConfig leaf below an interface → (SONiC DB, field, value as OpenConfig shows it).
+_SONIC_LEAVES: dict[str, tuple[str, str, Callable[[str], str]]] = {
+    "state/oper-status": ("APPL_DB", "PORT_TABLE/{port}/oper_status", str.upper),
+    "ethernet/state/port-speed": ("APPL_DB", "PORT_TABLE/{port}/speed", lambda v: f"SPEED_{int(v) // 1000}GB"),
+    "state/counters/in-fcs-errors": ("COUNTERS_DB", "COUNTERS/{port}/SAI_PORT_STAT_ETHER_STATS_CRC_ALIGN_ERRORS", str),
+}
+_SONIC_LLDP = {"lldp_rem_sys_name": "system-name", "lldp_rem_port_id": "port-id"}
+_ROOT = re.compile(r"^/(interfaces|lldp/interfaces)/interface\[name=([^\]]+)\](?:/(.*))?$")
+_PFC = re.compile(r"^/qos/interfaces/interface\[interface-id=([^\]]+)\]/switch-priority\[priority=(\d)\]/.*/(in|out)-")
+
+
+def _flatten(prefix: list[str], doc: Any, out: dict[str, str]) -> None:
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            _flatten([*prefix, k], v, out)
+    else:
+        out["/".join(prefix)] = str(doc)
+
 
 @dataclass
 class Sim:
     running: RunningSim
+    nos: Nos
     gnmi: str
     snmp: str
     control: str
@@ -39,17 +64,52 @@ class Sim:
     http: aiohttp.ClientSession
 
     async def get(self, switch: str, path: str) -> dict[str, str]:
-        """Leaf path (relative to the Notification prefix) → value text, via gNMI Get."""
+        """Leaf path below the interface (names only) → value text, via gNMI Get in the switch's shape."""
+        if self.nos is Nos.SONIC:
+            return await self._sonic_get(switch, path)
         req = gnmi_pb2.GetRequest(
             prefix=gnmi_pb2.Path(target=switch), path=[gnmi_path_generator(path)], encoding=gnmi_pb2.Encoding.PROTO
         )
         resp = await self.stub.Get(req, timeout=5)
-        out = {}
+        out: dict[str, str] = {}
         for n in resp.notification:
             for u in n.update:
+                names = [e.name for e in [*n.prefix.elem, *u.path.elem]]
+                below = names[names.index("interface") + 1 :]  # the path below the interface
                 which = u.val.WhichOneof("value")
-                out["/".join(e.name for e in u.path.elem)] = str(getattr(u.val, which))
+                value = getattr(u.val, which)
+                if which == "json_ietf_val" and isinstance(doc := json.loads(value), dict):
+                    _flatten(below, doc, out)  # XR: a container
+                else:
+                    out["/".join(below)] = str(json.loads(value) if which == "json_ietf_val" else value)
         return out
+
+    async def _sonic_get(self, switch: str, path: str) -> dict[str, str]:
+        """The same leaf from SONiC's DB tables (target COUNTERS_DB/APPL_DB, switch in ``username``)."""
+        pfc = _PFC.match(path)
+        if pfc is not None:
+            port, prio, way = pfc.groups()
+            field = f"SAI_PORT_STAT_PFC_{prio}_{'RX' if way == 'in' else 'TX'}_PKTS"
+            return {path: (await self._db_get(switch, "COUNTERS_DB", f"COUNTERS/{port}/{field}"))[0]}
+        found = _ROOT.match(path)
+        assert found is not None, path
+        family, port, leaf = found.groups()
+        if family == "lldp/interfaces":
+            doc = json.loads((await self._db_get(switch, "APPL_DB", f"LLDP_ENTRY_TABLE/{port}"))[0])
+            return {f"neighbors/neighbor/state/{oc}": doc[db] for db, oc in _SONIC_LLDP.items()}
+        if leaf not in _SONIC_LEAVES:
+            pytest.skip(f"SONiC's tables have no {leaf} (COUNTERS_DB keeps no carrier-transition count)")
+        db, field, shown = _SONIC_LEAVES[leaf]
+        (value,) = await self._db_get(switch, db, field.format(port=port))
+        return {leaf: shown(value)}
+
+    async def _db_get(self, switch: str, db: str, path: str) -> list[str]:
+        req = gnmi_pb2.GetRequest(
+            prefix=gnmi_pb2.Path(target=db), path=[gnmi_path_generator(path)], encoding=gnmi_pb2.Encoding.JSON_IETF
+        )
+        resp = await self.stub.Get(req, timeout=5, metadata=(("username", switch),))
+        vals = [u.val for n in resp.notification for u in n.update]
+        return [v.string_val if v.WhichOneof("value") == "string_val" else v.json_ietf_val for v in vals]
 
     async def gnmi_leaf(self, switch: str, port: str, leaf: str) -> str:
         values = await self.get(switch, f"/interfaces/interface[name={port}]/{leaf}")
@@ -88,11 +148,16 @@ class Sim:
             assert resp.status == 204
 
 
-@pytest.fixture
-async def sim() -> AsyncIterator[Sim]:
+@pytest.fixture(params=[n.value for n in Nos])
+async def sim(request: pytest.FixtureRequest) -> AsyncIterator[Sim]:
+    nos = Nos(request.param)
     running = await start_sim(
         SimOptions(
-            params=FabricParams(gpus=64, radix=16), gnmi="127.0.0.1:0", snmp="127.0.0.1:0", control="127.0.0.1:0"
+            params=FabricParams(gpus=64, radix=16),
+            gnmi="127.0.0.1:0",
+            snmp="127.0.0.1:0",
+            control="127.0.0.1:0",
+            nos=parse_nos(nos.value),
         )
     )
     addr = running.addresses(SimOptions(gnmi="127.0.0.1:0", snmp="127.0.0.1:0", control="127.0.0.1:0"))
@@ -101,6 +166,7 @@ async def sim() -> AsyncIterator[Sim]:
     try:
         yield Sim(
             running,
+            nos,
             str(addr["gnmi"]),
             str(addr["snmp"]),
             f"http://{addr['control']}",

@@ -16,7 +16,8 @@ from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState
 from simulator.snmp_agent import SnmpAgent, serve_snmp
-from simulator.view import ChangeListener, LldpNeighbor, PortCounters, SwitchInfo
+from simulator.view import PortCounters, SwitchInfo
+from tests.support.views import StateView
 
 pytestmark = pytest.mark.skipif(shutil.which("snmpbulkwalk") is None, reason="net-snmp tools are not installed")
 
@@ -31,15 +32,12 @@ IEEE_PFC = "1.3.111.2.802.1.1.21.1.1.1"
 CPFC = "1.3.6.1.4.1.9.9.813.1"
 
 
-class Tweaked:
+class Tweaked(StateView):
     """The real FabricState with distinct PFC counters per port/priority and a switch-off switch."""
 
     def __init__(self, state: FabricState) -> None:
-        self.state = state
+        super().__init__(state)
         self.silenced: set[str] = set()
-
-    def switch_names(self) -> Sequence[str]:
-        return self.state.switch_names()
 
     def switch(self, name: str) -> SwitchInfo | None:
         info = self.state.switch(name)
@@ -54,18 +52,6 @@ class Tweaked:
             )
             for p in self.state.ports(switch, now_ns)
         ]
-
-    def lldp(self, switch: str) -> list[LldpNeighbor]:
-        return self.state.lldp(switch)
-
-    def now_ns(self) -> int:
-        return self.state.now_ns()
-
-    def add_listener(self, listener: ChangeListener) -> None:
-        self.state.add_listener(listener)
-
-    def remove_listener(self, listener: ChangeListener) -> None:
-        self.state.remove_listener(listener)
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,6 @@ from config.model import Config
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from store.db import create_pool
-from store.migrate import migrate
 
 pytestmark = pytest.mark.db
 
@@ -108,15 +107,6 @@ class Receiver:
             self.lost_acks.add(delivery)
             return web.Response(status=500)
         return web.Response(status=204)
-
-
-@pytest.fixture
-async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pool(fresh_db)
-    async with pool.acquire() as conn:
-        await migrate(conn)
-    yield pool
-    await pool.close()
 
 
 @pytest.fixture
@@ -236,9 +226,7 @@ async def test_receiver_down_then_back_gets_everything_once(pool: asyncpg.Pool, 
     await rx.stop()  # port closed: connection refused
     hook = WebhookConfig(url=f"http://127.0.0.1:{port}/hook", secret="s3cret", **FAST)
     await fire(pool, [hook], 6)
-    await sync_alerts(
-        pool, incidents(range(1, 4)), now=T0 + timedelta(seconds=1), hold_down_s=0, webhooks=[hook]
-    )
+    await sync_alerts(pool, incidents(range(1, 4)), now=T0 + timedelta(seconds=1), hold_down_s=0, webhooks=[hook])
     expected = await ids_for(pool, hook)
     assert len(expected) == 9  # 6 firing + 3 resolved
 

@@ -4,30 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
 
 from store.config import WriterConfig
-from store.db import create_pool
-from store.migrate import migrate
 from store.records import PfcSample, PortSample, from_int8, to_int8
 from store.writer import BatchWriter
 
 pytestmark = pytest.mark.db
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pool(fresh_db)
-    async with pool.acquire() as conn:
-        await migrate(conn)
-    yield pool
-    await pool.close()
 
 
 def samples(n: int, start: datetime = T0, switch: str = "lf-g1-r1") -> list[PortSample]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
+from collector.config import CollectorConfig
 from config.errors import ConfigError
 from config.loader import load_config
 from config.model import Config
@@ -99,6 +100,16 @@ def test_env_overrides_win(tmp_path: Path) -> None:
             "database:\n  dsn: ${NOT_SET_ANYWHERE}\n",
             "fabricmon.yaml:2: database.dsn: environment variable ${NOT_SET_ANYWHERE} is not set",
         ),
+        (
+            "collector:\n  gnmi_interval_s: 10\n  queue_rows: 50000\n",
+            "fabricmon.yaml:3: collector.queue_rows: removed key (it was never read; the writer's buffer is"
+            " database.writer.max_pending_rows): delete it",
+        ),
+        (
+            "collector:\n  stale_intervals: 3\n",
+            "fabricmon.yaml:2: collector.stale_intervals: removed key (it was never read; the stale_switch alarm"
+            " uses analyzer.thresholds.stale_intervals): delete it",
+        ),
     ],
 )
 def test_errors_name_key_and_line(tmp_path: Path, text: str, expected: str) -> None:
@@ -116,6 +127,18 @@ def test_env_override_error_names_the_variable() -> None:
         load_config(None, env={"FABRICMON_COLLECTOR__SNMP_INTERVAL_S": "-3"})
 
 
+def test_removed_keys_are_gone_and_their_replacements_load(tmp_path: Path) -> None:
+    removed = {"queue_rows", "stale_intervals"}
+    assert set(CollectorConfig.removed_keys) == removed
+    assert not removed & set(CollectorConfig.model_fields)
+    with pytest.raises(ConfigError) as info:
+        load_config(None, env={"FABRICMON_COLLECTOR__QUEUE_ROWS": "50000"})
+    assert str(info.value).startswith("environment FABRICMON_COLLECTOR__QUEUE_ROWS: collector.queue_rows: removed key")
+    text = "analyzer:\n  thresholds:\n    stale_intervals: 5\ndatabase:\n  writer:\n    max_pending_rows: 1000\n"
+    config = load_config(write(tmp_path, text), env={})
+    assert config.analyzer.thresholds.stale_intervals == 5 and config.database.writer.max_pending_rows == 1000
+
+
 def test_missing_file() -> None:
     with pytest.raises(ConfigError, match="no such config file"):
         load_config("/nonexistent/fabricmon.yaml", env={})
@@ -127,6 +150,7 @@ def test_missing_file() -> None:
         ("database:\n  dsm: x\n", "database.dsm: unknown key"),
         ("targets:\n  - switches: [a]\n    address: '1.2.3.4:1'\n", "targets[0].protocol: missing required key"),
         ("collector:\n  gnmi_interval_s: fast\n", "collector.gnmi_interval_s"),
+        ("collector:\n  queue_rows: 50000\n", "collector.queue_rows: removed key"),
     ],
 )
 def test_cli_reports_one_line_and_exit_code(

@@ -5,13 +5,19 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.counters import CounterTracker
+from collector.counters import CounterTracker, Ingested
 from collector.records import PFC_TOTAL_WRAP32, PortReading
-from store.records import from_int8
+from store.records import PortSample, from_int8
 
 S = 1_000_000_000
 G400 = 400 * 10**9
 T0 = 1_790_000_000 * S
+
+
+def row(out: Ingested) -> PortSample:
+    """The reading's port_counters row (every reading here carries counters)."""
+    assert out.port is not None
+    return out.port
 
 
 def reading(t_s: float, octets: int, **kw: object) -> PortReading:
@@ -23,38 +29,38 @@ def reading(t_s: float, octets: int, **kw: object) -> PortReading:
 def test_rates_over_the_interval() -> None:
     t = CounterTracker()
     first = t.ingest(reading(0, 1000, in_unicast_pkts=10, in_multicast_pkts=0, in_broadcast_pkts=0))
-    assert first.port.in_bps is None and first.port.interval_s is None
+    assert row(first).in_bps is None and row(first).interval_s is None
     second = t.ingest(
         reading(10, 1000 + 50 * 10**9, in_unicast_pkts=10 + 1000, in_multicast_pkts=0, in_broadcast_pkts=0)
     )
-    assert second.port.interval_s == 10
-    assert second.port.in_bps == 40e9
-    assert second.port.in_pps == 100
-    assert not second.port.counter_reset
+    assert row(second).interval_s == 10
+    assert row(second).in_bps == 40e9
+    assert row(second).in_pps == 100
+    assert not row(second).counter_reset
 
 
 def test_decrease_is_a_reset_never_a_negative_rate() -> None:
     t = CounterTracker()
     t.ingest(reading(0, 10**12))
     after = t.ingest(reading(10, 5000))
-    assert after.port.counter_reset and after.port.in_bps is None
-    assert from_int8(after.port.in_octets or 0) == 5000
+    assert row(after).counter_reset and row(after).in_bps is None
+    assert from_int8(row(after).in_octets or 0) == 5000
     # The baseline moved: the next interval has a rate again.
     nxt = t.ingest(reading(20, 5000 + 10**9))
-    assert nxt.port.in_bps == 8e8 and not nxt.port.counter_reset
+    assert row(nxt).in_bps == 8e8 and not row(nxt).counter_reset
 
 
 def test_reboot_and_clear_are_resets_even_when_counters_grew() -> None:
     t = CounterTracker()
     t.ingest(reading(0, 100, boot_ns=T0 - 3600 * S))
-    assert t.ingest(reading(10, 200, boot_ns=T0 + 5 * S)).port.counter_reset
+    assert row(t.ingest(reading(10, 200, boot_ns=T0 + 5 * S))).counter_reset
     t2 = CounterTracker()
     t2.ingest(reading(0, 100, last_clear_ns=T0 - 100 * S))
-    assert t2.ingest(reading(10, 200, last_clear_ns=T0 + 5 * S)).port.counter_reset
+    assert row(t2.ingest(reading(10, 200, last_clear_ns=T0 + 5 * S))).counter_reset
     # sysUpTime jitter of a few ticks is not a reboot.
     t3 = CounterTracker()
     t3.ingest(reading(0, 100, boot_ns=T0 - 3600 * S))
-    assert not t3.ingest(reading(10, 200, boot_ns=T0 - 3600 * S + 30_000_000)).port.counter_reset
+    assert not row(t3.ingest(reading(10, 200, boot_ns=T0 - 3600 * S + 30_000_000))).counter_reset
 
 
 def test_32_bit_counters_wrap() -> None:
@@ -62,24 +68,24 @@ def test_32_bit_counters_wrap() -> None:
     wrap = frozenset({"in_errors"})
     t.ingest(reading(0, 0, in_errors=(1 << 32) - 10, wrap32=wrap))
     out = t.ingest(reading(10, 1, in_errors=20, wrap32=wrap))
-    assert not out.port.counter_reset
-    assert out.port.in_errors_ps == 3.0
+    assert not row(out).counter_reset
+    assert row(out).in_errors_ps == 3.0
 
 
 def test_absurd_rate_is_dropped() -> None:
     t = CounterTracker()
     t.ingest(reading(0, 0))
     out = t.ingest(reading(1, 10**12))  # 8 Tb/s on a 400G port
-    assert out.port.in_bps is None and t.stats.absurd_rates >= 1
+    assert row(out).in_bps is None and t.stats.absurd_rates >= 1
 
 
 def test_out_of_order_sample_keeps_the_baseline() -> None:
     t = CounterTracker()
     t.ingest(reading(10, 10**9))
     old = t.ingest(reading(5, 5 * 10**8))
-    assert old.port.in_bps is None and t.stats.out_of_order == 1
+    assert row(old).in_bps is None and t.stats.out_of_order == 1
     nxt = t.ingest(reading(20, 2 * 10**9))
-    assert nxt.port.in_bps == 8e8
+    assert row(nxt).in_bps == 8e8
 
 
 def test_link_events_with_outage_length() -> None:
@@ -104,7 +110,7 @@ def test_state_leaves_carry_over_between_readings() -> None:
     t = CounterTracker()
     t.ingest(reading(0, 0))
     out = t.ingest(PortReading("lf-g1-r1", "swp1", T0 + 10 * S, in_octets=10**9))  # counters only
-    assert out.port.oper_status == 1 and out.port.speed_bps == G400 and out.port.in_bps == 8e8
+    assert row(out).oper_status == 1 and row(out).speed_bps == G400 and row(out).in_bps == 8e8
 
 
 def test_pfc_rates_per_priority_and_32_bit_totals() -> None:
@@ -201,12 +207,12 @@ def test_rates_are_never_negative_or_absurd(steps: list[tuple[int, int, bool]]) 
         previous = value
         value = inc if reset else value + inc
         out = t.ingest(reading(now, value))
-        for rate in (out.port.in_bps, out.port.out_bps):
+        for rate in (row(out).in_bps, row(out).out_bps):
             assert rate is None or 0 <= rate <= 1.5 * G400
         decreased = not first and value < previous
-        assert out.port.counter_reset == decreased
+        assert row(out).counter_reset == decreased
         if decreased:
-            assert out.port.in_bps is None
+            assert row(out).in_bps is None
         first = False
     # Counters are stored as the same 64 bits.
-    assert from_int8(out.port.in_octets or 0) == value
+    assert from_int8(row(out).in_octets or 0) == value

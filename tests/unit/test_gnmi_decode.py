@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from typing import Any
@@ -14,15 +15,15 @@ from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_values import PortState, Resolver
 from collector.profiles import load_profile
 from collector.records import LldpNeighborReading
+from wire.protobuf import U64_MAX, varint
 
 SW = "lf-g1-r1"
 TS = 1_700_000_000_000_000_000
-U64 = (1 << 64) - 1
 
 
 def path(text: str = "", target: str = "") -> Any:
     p = gnmi_pb2.Path(target=target)
-    for part in [x for x in text.split("/") if x]:
+    for part in [x for x in re.split(r"/(?![^\[]*\])", text) if x]:  # not the "/" in [name=ethernet-1/1]
         name, _, rest = part.partition("[")
         keys = dict(kv.split("=", 1) for kv in rest.rstrip("]").split("][")) if rest else {}
         p.elem.add(name=name, key=keys)
@@ -74,7 +75,7 @@ def test_counters_state_and_pfc_merge_into_one_reading_per_port_and_timestamp() 
     ports, _ = h.feed(
         note(
             IF,
-            update("state/counters/in-octets", uint_val=U64),
+            update("state/counters/in-octets", uint_val=U64_MAX),
             update("state/counters/in-errors", uint_val=0),
             update("state/counters/last-clear", uint_val=TS - 5),
             update("state/oper-status", string_val="UP"),
@@ -87,14 +88,15 @@ def test_counters_state_and_pfc_merge_into_one_reading_per_port_and_timestamp() 
     assert len(ports) == 1
     r = ports[0]
     assert (r.switch, r.port, r.time_ns) == (SW, "swp1", TS)
-    assert r.in_octets == U64 and r.in_errors == 0 and r.in_pause_frames == 7 and r.last_clear_ns == TS - 5
+    assert r.in_octets == U64_MAX and r.in_errors == 0 and r.in_pause_frames == 7 and r.last_clear_ns == TS - 5
     assert r.out_octets is None and r.carrier_transitions is None  # not in this notification: None, not 0
     assert r.oper_up is True and r.speed_bps == 400 * 10**9
     assert r.pfc_rx == tuple(range(10, 18)) and r.pfc_tx == tuple(range(20, 28))
     assert h.dec.values == 6 + 16 and h.dec.ignored == 1 and not h.invalid
 
 
-def test_on_change_state_is_carried_and_a_new_timestamp_is_a_new_reading() -> None:
+def test_state_is_reported_only_where_the_switch_said_it_and_a_new_timestamp_is_a_new_reading() -> None:
+    """Counter hygiene carries a port's state; a reading says what its notifications said."""
     h = Harness()
     h.feed(
         note(
@@ -109,9 +111,9 @@ def test_on_change_state_is_carried_and_a_new_timestamp_is_a_new_reading() -> No
         note(IF, update("state/counters/in-octets", uint_val=2), ts=TS + 3),
     )
     assert [(r.time_ns, r.in_octets, r.oper_up, r.speed_bps) for r in ports] == [
-        (TS + 1, 1, True, 100 * 10**9),
-        (TS + 2, None, False, 100 * 10**9),
-        (TS + 3, 2, False, 100 * 10**9),
+        (TS + 1, 1, None, None),
+        (TS + 2, None, False, None),
+        (TS + 3, 2, None, None),
     ]
 
 
@@ -189,26 +191,10 @@ def test_fast_path_falls_back_when_a_value_has_trailing_fields() -> None:
     raw_update = b"\x0a" + bytes([len(p)]) + p + b"\x1a" + bytes([len(tv)]) + tv
     prefix = path(IF, SW).SerializeToString()
     body = (
-        b"\x08"
-        + _varint(TS)
-        + b"\x12"
-        + bytes([len(prefix)])
-        + prefix
-        + b"\x22"
-        + bytes([len(raw_update)])
-        + raw_update
+        b"\x08" + varint(TS) + b"\x12" + bytes([len(prefix)]) + prefix + b"\x22" + bytes([len(raw_update)]) + raw_update
     )
     (r,), _ = h.feed(b"\x0a" + bytes([len(body)]) + body)
     assert r.in_octets == 7 and not h.invalid
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def test_json_container_values_and_paths_without_a_port_prefix() -> None:
@@ -304,7 +290,7 @@ def test_sonic_counters_db_and_appl_db() -> None:
         **{f"SAI_PORT_STAT_PFC_{p}_ON2OFF_RX_PKTS": "0" for p in range(8)},
     }
     ports, _ = h.feed(
-        # APPL_DB PORT_TABLE as a whole table (state first, so the counters carry it)
+        # APPL_DB PORT_TABLE as a whole table: its own reading (counter hygiene carries the state)
         sonic_note(
             "APPL_DB",
             sonic_update("PORT_TABLE", {"Ethernet0": {"oper_status": "up", "speed": "400000", "mtu": "9100"}}),
@@ -320,8 +306,10 @@ def test_sonic_counters_db_and_appl_db() -> None:
     e0 = by[("Ethernet0", TS + 1)]
     assert (e0.in_octets, e0.out_octets, e0.in_errors, e0.in_fcs_errors, e0.in_pause_frames) == (1000, 2000, 0, 4, 5)
     assert e0.pfc_rx == tuple(range(8)) and e0.pfc_tx == tuple(range(100, 108))
-    assert e0.oper_up is True and e0.speed_bps == 400 * 10**9
-    assert by[("Ethernet4", TS + 1)].oper_up is None  # no state known for it
+    assert e0.oper_up is None and e0.speed_bps is None  # the counters did not say; PORT_TABLE did
+    state = by[("Ethernet0", TS)]
+    assert state.oper_up is True and state.speed_bps == 400 * 10**9 and state.in_octets is None
+    assert by[("Ethernet4", TS + 1)].oper_up is None
     assert by[("Ethernet8", TS + 2)].pfc_rx is None  # one priority alone is not a full PFC row
     _, lldp = h.feed(
         sonic_note(
@@ -348,3 +336,157 @@ def test_sonic_non_decimal_strings_are_invalid(value: str) -> None:
     h = Harness("sonic")
     h.feed(sonic_note("COUNTERS_DB", sonic_update("COUNTERS/Ethernet0/SAI_PORT_STAT_IF_IN_OCTETS", value)))
     assert sum(h.invalid.values()) == 1
+
+
+# --- interface deletes ----------------------------------------------------------------------
+
+
+def _state_up(h: Harness, ts: int = TS) -> None:
+    pfc = [update(f"switch-priority[priority={p}]/state/counters/in-pause-pkts", uint_val=p) for p in range(8)]
+    h.feed(
+        note(
+            IF,
+            update("state/oper-status", string_val="UP"),
+            update("ethernet/state/port-speed", string_val="SPEED_400GB"),
+            update("state/last-change", uint_val=TS - 9),
+            ts=ts,
+        ),
+        note(PFC, *pfc, ts=ts),
+        note(LLDP, update("neighbors/neighbor[id=1]/state/system-name", string_val="sp-r1-1"), ts=ts),
+    )
+
+
+@pytest.mark.parametrize(
+    ("prefix", "deleted"),
+    [
+        ("", "/interfaces/interface[name=swp1]"),  # the interface
+        (IF, "state"),  # its state container, relative to the prefix
+        (f"{IF}/state", "oper-status"),  # its oper-status leaf
+        ("/openconfig-interfaces:interfaces", "interface[name=swp1]/state/oper-status"),  # module-qualified
+    ],
+)
+def test_an_interface_delete_is_a_removed_reading_and_forgets_the_port(prefix: str, deleted: str) -> None:
+    h = Harness()
+    _state_up(h)
+    ports, lldp = h.feed(note(prefix, ts=TS + 5, deletes=(deleted,)))
+    assert len(ports) == 1
+    r = ports[0]
+    assert (r.port, r.time_ns, r.oper_up, r.removed) == ("swp1", TS + 5, False, True)
+    assert (r.speed_bps, r.in_octets, r.pfc_rx, r.last_change_ns) == (None, None, None, None)
+    assert [(x.port, x.neighbors) for x in lldp] == [("swp1", ())]  # its neighbours went with it
+    # re-added: nothing carried from before (state, PFC priorities, last-change)
+    ports, _ = h.feed(
+        note(
+            IF,
+            update("state/counters/in-octets", uint_val=7),
+            ts=TS + 6,
+        ),
+        note(PFC, update("switch-priority[priority=0]/state/counters/in-pause-pkts", uint_val=1), ts=TS + 7),
+    )
+    assert [(r.in_octets, r.oper_up, r.speed_bps, r.pfc_rx, r.last_change_ns, r.removed) for r in ports] == [
+        (7, None, None, None, None, False),
+        (None, None, None, None, None, False),  # one priority is not a full row any more
+    ]
+    assert not h.invalid
+
+
+def test_deletes_that_do_not_remove_the_interface() -> None:
+    h = Harness()
+    _state_up(h)
+    ports, _ = h.feed(
+        note(IF, ts=TS + 1, deletes=("state/counters/in-octets", "ethernet", "state/description")),
+        note(PFC, ts=TS + 2, deletes=("switch-priority[priority=3]",)),
+        note("/interfaces", ts=TS + 3, deletes=("interface[name=*]",)),  # a wildcard names no port
+    )
+    assert ports == [] and h.ports["swp1"].oper is True and h.ports["swp1"].speed == 400 * 10**9
+
+
+def test_delete_and_update_in_one_notification_replace_the_interface() -> None:
+    """gNMI spec 3.5.2.3: deletes apply before the updates beside them; the port is still there."""
+    h = Harness()
+    _state_up(h)
+    (r,), _ = h.feed(
+        note(
+            IF,
+            update("state/oper-status", string_val="DOWN"),
+            update("state/counters/in-octets", uint_val=3),
+            ts=TS + 1,
+            deletes=("",),
+        )
+    )
+    assert (r.oper_up, r.in_octets, r.speed_bps, r.removed) == (False, 3, None, False)  # speed forgotten
+
+
+def test_counters_sent_just_before_the_delete_stay_in_the_removed_reading() -> None:
+    h = Harness()
+    (r,), _ = h.feed(
+        note(IF, update("state/counters/in-octets", uint_val=42), ts=TS),
+        note("", ts=TS, deletes=("/interfaces/interface[name=swp1]", "/interfaces/interface[name=swp1]/state")),
+    )
+    assert (r.in_octets, r.oper_up, r.removed, r.time_ns) == (42, False, True, TS)
+
+
+def test_lldp_deletes_apply_before_the_updates_beside_them() -> None:
+    h = Harness()
+    nb = "neighbors/neighbor[id={}]/state/system-name"
+    h.feed(note(LLDP, update(nb.format(1), string_val="a"), update(nb.format(2), string_val="b")))
+    _, lldp = h.feed(note(LLDP, update(nb.format(3), string_val="c"), ts=TS + 1, deletes=("neighbors",)))
+    assert lldp[0].neighbors == (LldpNeighborReading("c", ""),)
+
+
+def test_empty_updates_are_ignored_not_invalid() -> None:
+    h = Harness()
+    empty = gnmi_pb2.Update()
+    ports, _ = h.feed(note("", empty, ts=TS, deletes=("",)), note(IF, gnmi_pb2.Update(path=path("state/oper-status"))))
+    assert ports == [] and h.dec.ignored == 1 and h.invalid == {"wrong_type": 1}  # a path without a value
+
+
+def test_sonic_deleted_keys() -> None:
+    """sonic-gnmi's deletes: ``{"EthernetN": {}}`` for a Redis del (ON_CHANGE table), a gNMI delete on POLL."""
+    h = Harness("sonic")
+    lldp_entry = {"Ethernet0": {"lldp_rem_sys_name": "spine1", "lldp_rem_port_id": "Ethernet64"}}
+    h.feed(
+        sonic_note("APPL_DB", sonic_update("PORT_TABLE", {"Ethernet0": {"oper_status": "up"}, "Ethernet4": {}})),
+        sonic_note("APPL_DB", sonic_update("LLDP_ENTRY_TABLE", lldp_entry)),
+    )
+    assert h.ports["Ethernet0"].oper is True and h.ports["Ethernet0"].lldp
+    ports, lldp = h.feed(
+        sonic_note("APPL_DB", sonic_update("LLDP_ENTRY_TABLE", {"Ethernet0": {}}), ts=TS + 1),
+        sonic_note("APPL_DB", sonic_update("PORT_TABLE", {"Ethernet0": {}}), ts=TS + 2),
+        sonic_note("COUNTERS_DB", sonic_update("COUNTERS/Ethernet*", {}), ts=TS + 3),  # updates-only: no change
+    )
+    assert [(x.port, x.time_ns, x.neighbors) for x in lldp] == [("Ethernet0", TS + 1, ())]
+    assert [(r.port, r.time_ns, r.oper_up, r.removed) for r in ports] == [("Ethernet0", TS + 2, False, True)]
+    n = gnmi_pb2.Notification(timestamp=TS + 4, prefix=gnmi_pb2.Path(target="COUNTERS_DB"))
+    n.delete.add().elem.extend([gnmi_pb2.PathElem(name="COUNTERS"), gnmi_pb2.PathElem(name="Ethernet8")])
+    ports, _ = h.feed(gnmi_pb2.SubscribeResponse(update=n).SerializeToString())
+    assert [(r.port, r.removed) for r in ports] == [("Ethernet8", True)]
+    assert not h.invalid
+
+
+def test_native_enumerations_and_date_and_time_leaves() -> None:
+    h = Harness("srlinux")
+    ports, _ = h.feed(
+        note(
+            "/interface[name=ethernet-1/1]",
+            update("oper-state", string_val="up"),
+            update("ethernet/port-speed", string_val="400G"),
+            update("last-change", string_val="2024-03-01T10:00:00.123456789Z"),
+            update("statistics/last-clear", string_val="2024-03-01T09:00:00+01:00"),
+            update("statistics/in-octets", uint_val=5),
+        ),
+        note("/interface[name=ethernet-1/2]", update("oper-state", string_val="testing"), ts=TS + 1),
+        note(
+            "/interface[name=ethernet-1/3]",
+            update("ethernet/port-speed", string_val="7G"),
+            update("last-change", string_val="2024-03-01 10:00:00"),  # no offset: not a date-and-time
+            update("statistics/last-clear", uint_val=5),
+            ts=TS + 2,
+        ),
+    )
+    by = {r.port: r for r in ports}
+    one = by["ethernet-1/1"]
+    assert (one.oper_up, one.speed_bps, one.in_octets) == (True, 400 * 10**9, 5)
+    assert one.last_change_ns == 1_709_287_200_123_456_789 and one.last_clear_ns == 1_709_280_000 * 10**9
+    assert by["ethernet-1/2"].oper_up is False
+    assert h.invalid == {"bad_enum": 1, "not_a_number": 1, "wrong_type": 1}

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pygnmi.create_gnmi_path import gnmi_path_generator
 
 from collector.profiles import (
     IGNORED,
@@ -131,3 +132,71 @@ def test_profile_from_a_file_and_missing_profiles(tmp_path: Path) -> None:
     assert profile.name == "t" and profile.encoding == 4
     with pytest.raises(ProfileError, match=r"not found.*openconfig"):
         load_profile("no-such-nos")
+
+
+def test_the_nos_profiles_exist_and_eos_is_openconfigs_paths() -> None:
+    assert {"openconfig", "sonic", "xr", "srlinux", "junos", "eos", "iosxe", "huawei"} <= set(available_profiles())
+    oc, eos = load_profile("openconfig"), load_profile("eos")
+    assert eos.subscriptions == oc.subscriptions and eos.encoding == oc.encoding
+    assert [(f.root, dict(f.leaves), f.ignore, f.removed_by) for f in eos.families] == [
+        (f.root, dict(f.leaves), f.ignore, f.removed_by) for f in oc.families
+    ]
+
+
+def test_xr_and_iosxe_requests_name_their_origin_in_each_path() -> None:
+    """The request paths are built by pygnmi's path syntax (collector.gnmi_stream.subscribe_request)."""
+    xr = load_profile("xr")
+    assert xr.origin == ""  # not in the prefix too: gNMI spec 2.7
+    origins = {gnmi_path_generator(s.path).origin for s in xr.subscriptions}
+    assert origins == {"openconfig-interfaces", "openconfig-qos", "openconfig-lldp"}
+    counters = gnmi_path_generator(xr.subscriptions[0].path)
+    assert [e.name for e in counters.elem] == ["interfaces", "interface", "state", "counters"]
+    # IOS XE: origin rfc7951, the module kept in the first element's name (telegraf issue_14833)
+    xe = gnmi_path_generator(load_profile("iosxe").subscriptions[0].path)
+    assert (xe.origin, xe.elem[0].name) == ("rfc7951", "Cisco-IOS-XE-interfaces-oper:interfaces")
+    assert parse_path("rfc7951:/Cisco-IOS-XE-interfaces-oper:interfaces/interface") == (
+        ("interfaces", ()),
+        ("interface", ()),
+    )
+
+
+def test_key_variables_in_ignore_entries_match_any_value() -> None:
+    junos = load_profile("junos")
+    unit = parse_path("/interfaces/interface[name=xe-0/1/1]/subinterfaces/subinterface[index=1410]/state/oper-status")
+    assert junos.resolve(unit) == ("xe-0/1/1", IGNORED)
+    srl = load_profile("srlinux")
+    tlv = parse_path(
+        "/system/lldp/interface[name=ethernet-1/1]/neighbor[id=x]/custom-tlv[oui=1][oui-subtype=2][type=127]/value"
+    )
+    assert srl.resolve(tlv) == ("ethernet-1/1", IGNORED)
+
+
+def test_units_values_and_removal_paths_compile() -> None:
+    srl = load_profile("srlinux")
+    _, speed = srl.resolve(parse_path("/interface[name=ethernet-1/1]/ethernet/port-speed"))
+    assert speed is not None and speed.kind is Kind.SPEED and speed.word("400G") == 400_000
+    assert speed.word("srl_nokia-if:100G") == 100_000 and speed.word("SPEED_100GB") == "SPEED_100GB"
+    _, change = srl.resolve(parse_path("/interface[name=ethernet-1/1]/last-change"))
+    assert change is not None and change.kind is Kind.DATETIME
+    assert [sorted(f.removed_by) for f in load_profile("openconfig").families] == [
+        ["", "state", "state/oper-status"],
+        [],
+        [],
+    ]
+    sonic = {f.name: (sorted(f.removed_by), f.empty_is_delete) for f in load_profile("sonic").families}
+    assert sonic == {"counters": ([""], False), "ports": ([""], True), "lldp": ([], True)}
+
+
+@pytest.mark.parametrize(
+    ("leaf", "message"),
+    [
+        ({"field": "in_octets", "values": {"x": 1}}, "'values' maps"),
+        ({"field": "oper_up", "values": {"up": 1}}, "'values' maps"),
+        ({"field": "speed_bps", "values": {"10G": True}}, "'values' maps"),
+        ({"field": "speed_bps", "unit": "date-and-time"}, "unit"),
+    ],
+)
+def test_bad_leaf_options_are_clear_errors(leaf: dict[str, Any], message: str) -> None:
+    families = [{"name": "f", "root": "/i[name={port}]", "leaves": {"a": leaf}}]
+    with pytest.raises(ProfileError, match=message):
+        compile_profile(_doc(families=families))

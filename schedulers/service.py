@@ -1,0 +1,66 @@
+"""The schedulers a running analyzer drives: what each incident transition stores for them
+(:class:`~schedulers.outbox.Policy`), and the tasks that execute actions and discover jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Collection
+
+from schedulers.config import SchedulersConfig
+from schedulers.discovery import SlurmDiscovery
+from schedulers.executor import SCHEDULER, OnWithheld, SlurmExecutor
+from schedulers.outbox import Policy
+from schedulers.slurm_rest import client_for
+from store.db import Pool
+
+log = logging.getLogger(__name__)
+
+
+class Schedulers:
+    """Slurm's executor and job discovery, when ``schedulers.slurm`` is configured."""
+
+    def __init__(
+        self, config: SchedulersConfig, servers: Collection[str], pool: Pool, on_withheld: OnWithheld | None = None
+    ) -> None:
+        self.config = config
+        slurm = config.slurm
+        self.policies: tuple[Policy, ...] = ()
+        self.executor: SlurmExecutor | None = None
+        self.discovery: SlurmDiscovery | None = None
+        if slurm is None:
+            return
+        self.policies = (Policy(SCHEDULER, drain=slurm.drain, checkpoint=slurm.checkpoint_signal is not None),)
+        client = client_for(slurm)  # one client, Slurm's commands or slurmrestd, for both
+        self.executor = SlurmExecutor(pool, slurm, client=client, on_withheld=on_withheld)
+        if slurm.discover_jobs:
+            self.discovery = SlurmDiscovery(pool, slurm, servers, client=client)
+        if slurm.dry_run:
+            log.warning("Slurm actions in dry run: fabricmon records what it would do and changes nothing in Slurm")
+
+    def notify(self) -> None:
+        """Actions were stored: execute them now."""
+        if self.executor is not None:
+            self.executor.notify()
+
+    async def run(self) -> None:
+        """Execute and discover until cancelled (returns at once with nothing configured)."""
+        tasks = []
+        if self.executor is not None:
+            tasks.append(asyncio.create_task(self.executor.run(), name="slurm-actions"))
+        if self.discovery is not None:
+            tasks.append(asyncio.create_task(self.discovery.run(), name="slurm-discovery"))
+        if not tasks:
+            return
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+
+
+__all__ = ["Schedulers"]

@@ -1,0 +1,249 @@
+"""The spool's batch files: encoded as data (never code), checksummed, and read back or refused.
+
+Batch format version 2 (integers big-endian)::
+
+    offset   size  field
+    0        8     magic b"FMSPOOL\\n"
+    8        2     format version: 2
+    10       4     header length H
+    14       8     payload length P
+    22       H     header, JSON: {"format", "rows", "columns", "types", "compression",
+                   "created", "writer"}
+    22+H     P     payload: JSON, an array of columns, each an array of ``rows`` values;
+                   zlib-compressed when the header's "compression" is "zlib"
+    22+H+P   32    SHA-256 of bytes 0 .. 22+H+P
+
+Values are None, bool, int, float (NaN, the infinities and -0.0 included), str (any: JSON
+escapes what is not ASCII, lone surrogates too) and timezone-aware datetime. ``types`` says how
+each column is stored: ``scalar`` (JSON as it is), ``datetime`` (integer microseconds since
+1970-01-01 UTC) or ``mixed`` (a datetime is ``[microseconds]``, other values as they are).
+Version 1 (before this format: a pickled list of rows) still replays after an upgrade, through
+an unpickler that knows only the record types of :mod:`store.records` and datetime's classes.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import hashlib
+import io
+import json
+import pickle
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from store.records import TABLES
+
+FORMAT_VERSION = 2
+MAGIC = b"FMSPOOL\n"
+_PREFIX = struct.Struct(">8sHIQ")  # magic, version, header length, payload length
+#: Far above any batch (5,000 rows of 33 columns are ~1.5 MB of JSON; ``batch_rows`` is at most 1M).
+_MAX_PAYLOAD = 1 << 30
+#: Read errors that say nothing about the batch: it is tried again later, never quarantined.
+_TRANSIENT = frozenset({errno.EIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.EINTR})
+_DIGEST = hashlib.sha256().digest_size
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+_MIN_US = (datetime.min.replace(tzinfo=UTC) - _EPOCH) // _US
+_MAX_US = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _US
+_SCALARS = (bool, int, float, str)
+_SCALAR_TYPES = frozenset({type(None), bool, int, float, str})
+#: What a version 1 pickle may name: the records and the datetime classes they hold, nothing that runs.
+_V1_GLOBALS = frozenset(
+    {("datetime", name) for name in ("datetime", "date", "timedelta", "timezone")}
+    | {(cls.__module__, cls.__qualname__) for cls in TABLES}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SpoolBatch:
+    """One batch read back: its file name, format version, column names (if known) and rows."""
+
+    name: str
+    version: int
+    #: The column names the pusher gave; None if it gave none, and for version 1 batches.
+    columns: tuple[str, ...] | None
+    rows: list[tuple[Any, ...]]
+
+
+class BadBatch(Exception):
+    """A batch file that cannot be read back; the message is the reason it is quarantined."""
+
+
+class UnreadableBatch(BadBatch):
+    """The file could not be read now (an I/O error, too many open files): not the batch's fault."""
+
+
+@functools.cache
+def _writer_version() -> str:
+    try:
+        return f"fabricmon {metadata.version('fabricmon')}"
+    except metadata.PackageNotFoundError:
+        return "fabricmon"
+
+
+def encode(rows: Sequence[Sequence[Any]], columns: Sequence[str] | None) -> bytes:
+    """One batch in format version 2 (see the module docstring)."""
+    for row_type in set(map(type, rows)):
+        if not issubclass(row_type, tuple | list):
+            raise TypeError(f"spool rows must be tuples, not {row_type.__qualname__}")
+    try:
+        cols = list(zip(*rows, strict=True))
+    except ValueError:
+        raise ValueError("spool rows must all have the same number of values") from None
+    names = None if columns is None else [str(c) for c in columns]
+    if names is not None and len(names) != len(cols):
+        raise ValueError(f"{len(names)} column names for rows of {len(cols)} values")
+    types: list[str] = []
+    payload: list[Sequence[Any]] = []
+    for i, col in enumerate(cols):
+        label = names[i] if names else f"#{i}"
+        kind = _column_kind(label, set(map(type, col)))
+        types.append(kind)
+        payload.append(col if kind == "scalar" else _to_micros(label, col, mixed=kind == "mixed"))
+    header = {
+        "format": FORMAT_VERSION,
+        "rows": len(rows),
+        "columns": names,
+        "types": types,
+        "compression": "zlib",
+        "created": datetime.now(UTC).isoformat(),
+        "writer": _writer_version(),
+    }
+    head = json.dumps(header, separators=(",", ":")).encode()
+    text = json.dumps(payload, separators=(",", ":"), check_circular=False).encode()  # ASCII: ensure_ascii
+    body = zlib.compress(text, 1)  # telemetry JSON shrinks ~3x for ~20 % more time: more outage per MB
+    data = b"".join((_PREFIX.pack(MAGIC, FORMAT_VERSION, len(head), len(body)), head, body))
+    return data + hashlib.sha256(data).digest()
+
+
+def _column_kind(label: str, present: set[type]) -> str:
+    """How a column is stored: ``scalar``, ``datetime`` or ``mixed``; TypeError for what cannot be."""
+    dates = others = False
+    for kind in present:
+        if issubclass(kind, datetime):
+            dates = True
+        elif issubclass(kind, _SCALARS):  # subclasses (IntEnum, StrEnum) come back as the base type
+            others = True
+        elif kind is not type(None):
+            raise TypeError(
+                f"spool column {label}: cannot store {kind.__qualname__} values "
+                "(only None, bool, int, float, str and timezone-aware datetime)"
+            )
+    return "mixed" if dates and others else "datetime" if dates else "scalar"
+
+
+def _to_micros(label: str, col: Sequence[Any], *, mixed: bool) -> list[Any]:
+    """A column with datetimes as microseconds since the epoch (``[us]`` in a mixed column)."""
+    try:
+        if mixed:
+            out = [[(v - _EPOCH) // _US] if isinstance(v, datetime) else v for v in col]
+            micros = [v[0] for v in out if type(v) is list]
+        else:
+            out = [None if v is None else (v - _EPOCH) // _US for v in col]
+            micros = [v for v in out if v is not None]
+    except TypeError as exc:  # a naive datetime does not subtract from an aware one
+        raise TypeError(f"spool column {label}: a naive datetime (only timezone-aware ones are stored)") from exc
+    if micros and not _MIN_US <= min(micros) <= max(micros) <= _MAX_US:
+        raise ValueError(f"spool column {label}: a datetime outside years 1 to 9999 in UTC")
+    return out
+
+
+def read(path: Path) -> SpoolBatch:
+    """A batch file read back, either version; BadBatch (the reason) if it cannot be."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        if exc.errno in _TRANSIENT:
+            raise UnreadableBatch(f"cannot read: {exc}") from exc
+        raise BadBatch(f"cannot read: {exc}") from exc
+    try:
+        if data.startswith(MAGIC):
+            return SpoolBatch(path.name, FORMAT_VERSION, *_decode(data))
+        if data[:1] == pickle.PROTO:  # version 1 was always pickled with protocol >= 2
+            return SpoolBatch(path.name, 1, None, _decode_v1(data))
+    except BadBatch:
+        raise
+    except Exception as exc:  # bytes from disk: whatever fails to decode is a bad batch, never a crash
+        raise BadBatch(f"cannot decode: {type(exc).__name__}: {exc}") from exc
+    raise BadBatch(f"not a spool batch: starts with {data[:8]!r}")
+
+
+def _decode(data: bytes) -> tuple[tuple[str, ...] | None, list[tuple[Any, ...]]]:
+    """Columns and rows of a version 2 batch (see the module docstring)."""
+    if len(data) < _PREFIX.size:
+        raise BadBatch(f"truncated: {len(data)} bytes, shorter than the {_PREFIX.size}-byte prefix")
+    _, version, head_len, body_len = _PREFIX.unpack_from(data)
+    if version != FORMAT_VERSION:
+        raise BadBatch(f"unknown format version {version} (this fabricmon reads 1 and {FORMAT_VERSION})")
+    end = _PREFIX.size + head_len + body_len
+    if len(data) != end + _DIGEST:
+        raise BadBatch(f"truncated or padded: {len(data)} bytes where the prefix says {end + _DIGEST}")
+    if hashlib.sha256(memoryview(data)[:end]).digest() != data[end:]:
+        raise BadBatch("checksum mismatch: the batch changed on disk")
+    header: dict[str, Any] = json.loads(data[_PREFIX.size : _PREFIX.size + head_len])
+    body = data[_PREFIX.size + head_len : end]
+    compression = header.get("compression")
+    if compression == "zlib":
+        body = _inflate(body, _payload_cap(header))
+    elif compression is not None:
+        raise BadBatch(f"unknown compression {compression!r}")
+    payload: list[list[Any]] = json.loads(body)
+    n: int = header["rows"]
+    types: list[str] = header["types"]
+    names: list[str] | None = header["columns"]
+    if len(payload) != len(types) or any(len(col) != n for col in payload):
+        raise BadBatch("the payload does not match its header")
+    cols = [_from_json(kind, col) for kind, col in zip(types, payload, strict=True)]
+    return None if names is None else tuple(names), list(zip(*cols, strict=True)) if cols else [()] * n
+
+
+def _payload_cap(header: dict[str, Any]) -> int:
+    """The most JSON a batch of the header's size could hold: 4 KiB a value (a long text), 1 MiB spare."""
+    try:
+        cells = int(header["rows"]) * max(1, len(header["types"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BadBatch(f"a header without rows or types: {exc}") from exc
+    return min(_MAX_PAYLOAD, cells * 4096 + (1 << 20))
+
+
+def _inflate(body: bytes, cap: int) -> bytes:
+    """A zlib payload, refusing one that would inflate past what its header allows (a forged file)."""
+    inflater = zlib.decompressobj()
+    out = inflater.decompress(body, cap)
+    if inflater.unconsumed_tail or not inflater.eof:
+        raise BadBatch(f"the payload inflates past {cap >> 20} MiB, or is cut short")
+    return out
+
+
+def _from_json(kind: str, col: list[Any]) -> list[Any]:
+    present = set(map(type, col))
+    if kind == "scalar" and present <= _SCALAR_TYPES:
+        return col
+    if kind == "datetime" and present <= {type(None), int}:
+        return [None if v is None else _EPOCH + timedelta(microseconds=v) for v in col]
+    if kind == "mixed" and present <= _SCALAR_TYPES | {list}:
+        return [_EPOCH + timedelta(microseconds=v[0]) if type(v) is list else v for v in col]
+    raise BadBatch(f"a {kind!r} column holding {sorted(t.__name__ for t in present)}")
+
+
+class _V1Unpickler(pickle.Unpickler):
+    """Reads a version 1 batch; a pickle naming anything but the records and datetimes is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _V1_GLOBALS:
+            return super().find_class(module, name)
+        raise BadBatch(f"refused global {module}.{name}")
+
+
+def _decode_v1(data: bytes) -> list[tuple[Any, ...]]:
+    rows = _V1Unpickler(io.BytesIO(data)).load()
+    if not isinstance(rows, list) or not all(isinstance(r, tuple) for r in rows):
+        raise BadBatch("a version 1 batch that is not a list of rows")
+    return [tuple(r) for r in rows]
