@@ -1,4 +1,5 @@
-"""``fabricmon sim`` as a real process for the tests, and the config it writes for collectors."""
+"""``fabricmon sim`` as a real process for the tests, the config it writes for collectors, and its
+fault control endpoint."""
 
 from __future__ import annotations
 
@@ -6,17 +7,67 @@ import contextlib
 import json
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 
+@dataclass(frozen=True)
+class AppliedFault:
+    """A fault the simulator process accepted (what ``FabricState.apply`` returns, as far as tests go)."""
+
+    id: str
+
+
+@dataclass(frozen=True)
+class SimControl:
+    """The ``/faults`` endpoint of a simulator process: apply and clear faults, as the demo does."""
+
+    url: str
+
+    def apply(self, fault: dict[str, Any]) -> AppliedFault:
+        req = urllib.request.Request(
+            f"{self.url}/faults",
+            data=json.dumps(fault).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return AppliedFault(str(json.loads(r.read())["id"]))
+
+    def clear(self, fault_id: str) -> bool:
+        req = urllib.request.Request(f"{self.url}/faults/{fault_id}", method="DELETE")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return bool(r.status == 204)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return False
+            raise
+
+
+@dataclass(frozen=True)
+class SimProcess:
+    """What a started simulator process said: its ready line and the config it wrote."""
+
+    ready: dict[str, Any]
+    config: dict[str, Any]
+
+    @property
+    def control(self) -> SimControl:
+        where = self.ready.get("control")
+        assert where, "the simulator was started without --control"
+        return SimControl(f"http://{where}")
+
+
 @contextlib.contextmanager
-def sim_process(d: Path, args: Sequence[str], switches: int) -> Iterator[dict[str, Any]]:
-    """Run ``fabricmon sim ARGS`` (its stderr in ``d/sim.err``) until the block ends; yield the
-    config it wrote (``--write-config``), once it says it serves ``switches`` switches."""
+def started_sim(d: Path, args: Sequence[str], switches: int) -> Iterator[SimProcess]:
+    """Run ``fabricmon sim ARGS`` (its stderr in ``d/sim.err``) until the block ends, once it says
+    it serves ``switches`` switches."""
     written = d / "sim.yaml"
     with (d / "sim.err").open("w") as err:
         sim = subprocess.Popen(
@@ -32,8 +83,16 @@ def sim_process(d: Path, args: Sequence[str], switches: int) -> Iterator[dict[st
             line = sim.stdout.readline()
             assert line, f"the simulator exited: {(d / 'sim.err').read_text()}"
             text += line
-        assert json.loads(text)["switches"] == switches
-        yield yaml.safe_load(written.read_text())
+        ready = json.loads(text)
+        assert ready["switches"] == switches
+        yield SimProcess(ready, yaml.safe_load(written.read_text()))
     finally:
         sim.terminate()
         sim.communicate(timeout=20)
+
+
+@contextlib.contextmanager
+def sim_process(d: Path, args: Sequence[str], switches: int) -> Iterator[dict[str, Any]]:
+    """:func:`started_sim`, yielding only the config it wrote (``--write-config``)."""
+    with started_sim(d, args, switches) as sim:
+        yield sim.config
