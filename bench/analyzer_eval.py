@@ -76,6 +76,7 @@ async def run(dsn: str) -> dict[str, Any]:
             t0 = time.perf_counter()
             await assess(conn, fabric, config, now)
             full = time.perf_counter() - t0
+            storage = await _storage(conn)
         return {
             "gpus": GPUS,
             "ports": sum(1 for _ in fabric.all_ports()),
@@ -89,6 +90,18 @@ async def run(dsn: str) -> dict[str, Any]:
             "check_seconds": ev.results.check_seconds,
             "findings": sorted({f"{f.rule}:{f.key}" for f in ev.all_findings}),
             "goal_s": 1.0,
+            "storage": storage,
         }
     finally:
         await pool.close()
+
+
+async def _storage(conn: Any) -> dict[str, dict[str, float]]:
+    """Rows and on-disk bytes (heap, indexes, TOAST; uncompressed) of the telemetry tables: the
+    figures docs/scaling.md multiplies out per day."""
+    out: dict[str, dict[str, float]] = {}
+    for table in ("port_counters", "pfc_counters"):
+        rows = int(await conn.fetchval(f"SELECT count(*) FROM {table}"))
+        size = int(await conn.fetchval("SELECT hypertable_size($1::regclass)", table) or 0)
+        out[table] = {"rows": rows, "bytes": size, "bytes_per_row": round(size / rows, 1) if rows else 0.0}
+    return out

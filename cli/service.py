@@ -6,7 +6,7 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 from aiohttp import web
@@ -29,9 +29,11 @@ def note(message: str) -> None:
 
 
 @asynccontextmanager
-async def database(dsn: str, config: Config, fabric: Fabric) -> AsyncIterator[Pool]:
+async def database(
+    dsn: str, config: Config, fabric: Fabric, *, server_settings: Mapping[str, str] | None = None
+) -> AsyncIterator[Pool]:
     """A pool on a migrated database holding this fabric's inventory; closed on exit."""
-    pool = await create_pool(dsn, config.database)
+    pool = await create_pool(dsn, config.database, server_settings=server_settings)
     try:
         async with pool.acquire() as conn:
             applied = await migrate(conn)

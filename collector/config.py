@@ -95,7 +95,14 @@ class CollectorConfig(Section):
     snmp_concurrency: int = Field(64, ge=1, le=10_000)
     gnmi_concurrency: int = Field(1024, ge=1, le=100_000)
     #: ``"I/N"``: this process collects the I-th of N deterministic shards of the targets.
+    #: ``"auto"``: it claims shard leases of ``shards`` in the database (collector/auto_shards.py).
     shard: str | None = None
+    #: With ``shard: auto``: how many shards the fabric is cut into (each a lease; run this many
+    #: collectors, plus standbys). Required there, unused otherwise.
+    shards: int | None = Field(None, ge=1, le=MAX_WORKERS)
+    #: With ``shard: auto``: a lease not renewed for this long (a dead or frozen collector) is
+    #: taken over. Renewals run every ``lease_ttl_s / 5``, at most every second.
+    lease_ttl_s: float = Field(15.0, ge=1, le=600)
     #: ``fabricmon collect`` runs this many shard workers (child processes, one per shard) under one
     #: supervisor with one /metrics; ``auto``: the usable cores minus one, at least 1. None: one
     #: process collects everything (or the ``shard`` above). ``--workers`` overrides it; ``--shard``
@@ -117,12 +124,18 @@ class CollectorConfig(Section):
     @field_validator("shard")
     @classmethod
     def _shard(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
+        if value is None or value == "auto":
+            return value
         match = _SHARD.match(value)
         if not match or not 0 <= int(match.group(1)) < int(match.group(2)):
-            raise ValueError(f"shard must be 'I/N' with 0 <= I < N, got {value!r}")
+            raise ValueError(f"shard must be 'I/N' with 0 <= I < N, or 'auto', got {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _auto_needs_shards(self) -> CollectorConfig:
+        if self.shard == "auto" and self.shards is None:
+            raise ValueError("shard: auto needs 'shards' (how many shards to cut the fabric into)")
+        return self
 
     @field_validator("workers", mode="before")
     @classmethod

@@ -38,6 +38,7 @@ from store.db import UNAVAILABLE_ERRORS, Connection, Pool, PostgresError
 from store.inventory import DiscoveredPort, record_discovered
 from store.lldp import Neighbor, NeighborTable, replace_neighbors
 from store.records import LinkEvent, PfcSample, PortSample, Reachability
+from store.shard_leases import Fence, Fenced
 from store.spool import Spool, prepare_directory
 from store.sqlstate import classify, is_row_error
 from store.text import clean_text, is_clean
@@ -92,8 +93,11 @@ class Pipeline:
         housekeeping_s: float = 1.0,
         pfc_heartbeat_s: float = PFC_HEARTBEAT_S,
         clock: ClockGuard | None = None,
+        fence: Fence | None = None,
     ) -> None:
         self.pool = pool
+        #: The shard lease every write must still hold (``shard: auto``); None: unfenced.
+        self.fence = fence
         #: Bounds device timestamps (``collector.max_clock_skew_s``) before anything reads them. The
         #: collector always has one; without one (labs and benchmarks writing recorded or synthetic
         #: times), timestamps are stored as given.
@@ -128,7 +132,7 @@ class Pipeline:
             if spool_dir is not None:
                 limit = int(self.config.spool_max_mb * 1024 * 1024)
                 spool = Spool(spool_dir / table, limit, quarantine=spool_dir / "quarantine" / table)
-            return BatchWriter(pool, table, columns, self.config, spool=spool)
+            return BatchWriter(pool, table, columns, self.config, spool=spool, fence=fence)
 
         self.ports_writer = writer("port_counters", PortSample._fields)
         self.pfc_writer = writer("pfc_counters", PfcSample._fields)
@@ -261,8 +265,15 @@ class Pipeline:
             unknown, lldp = list(self._unknown_pending), dict(self._lldp_dirty)
             try:
                 async with self.pool.acquire() as conn, conn.transaction():
+                    if self.fence is not None:
+                        await self.fence.check(conn)
                     bad_ports = await _isolate(conn, unknown, self._record_discovered)
                     bad_tables = await _isolate(conn, list(lldp.values()), replace_neighbors)
+            except Fenced as exc:  # another collector holds the shard now: its state, not ours
+                log.warning("collector state not written: %s", exc)
+                self._unknown_pending = self._unknown_pending[len(unknown) :]
+                self._lldp_dirty.clear()
+                return
             except Exception as exc:
                 if not _database_cannot_take(exc):
                     raise  # a bug, or a refusal no single row explains: supervise logs it; all is kept

@@ -26,12 +26,14 @@ from collector.pipeline import Pipeline
 from collector.records import Sink
 from collector.snmp import SnmpCollector
 from collector.targets import SwitchTarget, in_shard, parse_shard, resolve_targets
+from config.errors import ConfigError
 from config.model import Config
 from fabric.model import Fabric
 from fabric.supervise import TaskHealth
 from store.db import Pool
 from store.pgserver import default_root
 from store.retention import retention_loop
+from store.shard_leases import Fence
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,11 @@ def plan(config: Config, fabric: Fabric, shard: str | None = None) -> Plan:
     """Resolve and shard the targets."""
     targets, unmatched = resolve_targets(config.targets, fabric)
     shard_text = shard or config.collector.shard
+    if shard_text == "auto":
+        raise ConfigError(
+            "collector.shard: auto is for `fabricmon collect`, whose collectors claim shard leases; "
+            "here, collect the whole fabric or a static 'I/N' shard"
+        )
     parsed = parse_shard(shard_text) if shard_text else None
     if parsed is not None:
         targets = in_shard(targets, *parsed)
@@ -91,7 +98,10 @@ def plan(config: Config, fabric: Fabric, shard: str | None = None) -> Plan:
 class CollectorService:
     """The collectors of one process and the pipeline they share."""
 
-    def __init__(self, config: Config, fabric: Fabric, pool: Pool, the_plan: Plan) -> None:
+    def __init__(
+        self, config: Config, fabric: Fabric, pool: Pool, the_plan: Plan, *, fence: Fence | None = None
+    ) -> None:
+        """``fence``: the shard lease every write must still hold (``shard: auto``)."""
         self.config = config
         self.plan = the_plan
         configured = config.database.writer.spool_dir
@@ -105,6 +115,7 @@ class CollectorService:
             spool_dir=spool_dir,
             pfc_heartbeat_s=config.collector.pfc_heartbeat_s,
             clock=self.clock,
+            fence=fence,
         )
         self.pool = pool
         self.retention_health = TaskHealth("retention")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 
 import asyncpg
 
@@ -54,8 +55,11 @@ def resolve_dsn(config: DatabaseConfig, *, start_embedded: bool = True) -> str:
     return store.dsn()
 
 
-async def create_pool(dsn: str, config: DatabaseConfig | None = None) -> asyncpg.Pool:
-    """An asyncpg pool, or :class:`StoreUnavailable` naming the host (never the password)."""
+async def create_pool(
+    dsn: str, config: DatabaseConfig | None = None, *, server_settings: Mapping[str, str] | None = None
+) -> asyncpg.Pool:
+    """An asyncpg pool, or :class:`StoreUnavailable` naming the host (never the password).
+    ``server_settings``: session settings for every connection of the pool."""
     config = config or DatabaseConfig()
     try:
         pool = await asyncpg.create_pool(
@@ -64,6 +68,7 @@ async def create_pool(dsn: str, config: DatabaseConfig | None = None) -> asyncpg
             max_size=max(config.pool_max, config.pool_min),
             timeout=config.connect_timeout_s,
             command_timeout=300,
+            server_settings=dict(server_settings) if server_settings else None,
         )
     except UNAVAILABLE_ERRORS as exc:
         raise StoreUnavailable(f"cannot connect to the database at {redact_dsn(dsn)}: {exc}") from exc

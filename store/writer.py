@@ -43,6 +43,7 @@ import asyncpg
 from fabric.supervise import TaskHealth, backoff_s, supervise
 from store.config import WriterConfig
 from store.db import StoreUnavailable
+from store.shard_leases import Fence, Fenced
 from store.spool import Spool
 from store.sqlstate import ErrorClass, classify
 
@@ -100,9 +101,13 @@ class BatchWriter:
         columns: Sequence[str],
         config: WriterConfig | None = None,
         spool: Spool | None = None,
+        fence: Fence | None = None,
     ) -> None:
+        """``fence``: a shard lease every write checks in its own transaction; a batch it refuses
+        (the shard was taken over) is dropped and counted (``rows_dropped["fenced"]``)."""
         self.pool = pool
         self.spool = spool
+        self.fence = fence
         self.table = table
         self.columns = tuple(columns)
         self.config = config or WriterConfig()
@@ -405,6 +410,9 @@ class BatchWriter:
                     stored = await self._copy(conn, batch, tuple(columns))
                 finally:
                     watchdog.cancel()
+        except Fenced as exc:
+            self._fenced(len(batch), exc)
+            return 0
         except WriteDeferred as deferred:
             if deferred.error_class.name in _STALE_SESSION_CLASSES:
                 # A table dropped and made again leaves sessions with statements prepared for the old
@@ -425,9 +433,23 @@ class BatchWriter:
                     self.config.write_timeout_s)  # fmt: skip
         conn.terminate()
 
+    def _fenced(self, rows: int, exc: Fenced) -> None:
+        """Another collector holds this shard now: the batch is not ours to write."""
+        dropped = self.stats.rows_dropped.get("fenced", 0)
+        self.stats.rows_dropped["fenced"] = dropped + rows
+        if not dropped:
+            log.warning("%s: %s; its rows are not written (dropped, counted)", self.table, exc)
+
     async def _copy(self, conn: asyncpg.Connection, batch: Sequence[Row], columns: tuple[str, ...]) -> int:
         try:
-            await conn.copy_records_to_table(self.table, records=batch, columns=columns)
+            if self.fence is None:
+                await conn.copy_records_to_table(self.table, records=batch, columns=columns)
+            else:
+                async with conn.transaction():
+                    await self.fence.check(conn)
+                    await conn.copy_records_to_table(self.table, records=batch, columns=columns)
+        except Fenced:
+            raise
         except Exception as exc:
             error_class = classify(exc)
             if error_class.keep:
@@ -443,9 +465,13 @@ class BatchWriter:
         """Conflict-safe write; bisects to isolate the rows the database or encoder refuses."""
         try:
             async with conn.transaction():
+                if self.fence is not None:
+                    await self.fence.check(conn)
                 await conn.execute(self._stage_sql)
                 await conn.copy_records_to_table(self._stage, records=batch, columns=columns)
                 status = await conn.execute(self._insert_sql(columns))
+        except Fenced:
+            raise
         except Exception as exc:
             error_class = classify(exc)
             if error_class.keep:

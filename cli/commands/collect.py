@@ -12,6 +12,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from cli import context
 from cli.service import database, metrics_endpoint, note, stop_on_signals
+from collector.auto_shards import AutoShards, LeaseMetrics, session_settings
 from collector.metrics import CollectorMetrics
 from collector.runner import CollectorService, Plan, plan
 from collector.workers import PARENT_ENV, Supervisor, Worker, WorkersError, die_with_parent, parse_workers
@@ -25,7 +26,12 @@ class CollectError(FabricmonError, ValueError):
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("collect", parents=[common], help="run the collectors (gNMI and SNMP) into the database")
-    p.add_argument("--shard", metavar="I/N", help="collect the I-th of N deterministic shards of the targets")
+    p.add_argument(
+        "--shard",
+        metavar="I/N|auto",
+        help="collect the I-th of N deterministic shards of the targets; auto: claim shard leases of "
+        "collector.shards in the database, taking over those of collectors that die",
+    )
     p.add_argument(
         "--workers",
         metavar="N|auto",
@@ -53,9 +59,15 @@ def run(args: argparse.Namespace) -> int:
     if parent is not None:  # a worker of `collect --workers`: not to outlive its supervisor
         die_with_parent(int(parent))
     config = context.config_of(args)
+    if args.shard == "auto":
+        if config.collector.shards is None:
+            raise CollectError("--shard auto needs collector.shards (how many shards) in the config")
+        config = config.model_copy(update={"collector": config.collector.model_copy(update={"shard": "auto"})})
     workers = _worker_count(args, config)
     if workers is not None:
         return _supervise(args, config, workers)
+    if config.collector.shard == "auto" and args.shard in (None, "auto"):
+        return _auto(args, config)
     fabric = context.fabric_of(config)
     the_plan = plan(config, fabric, args.shard)
     if the_plan.switches == 0:
@@ -146,4 +158,37 @@ def _supervise(args: argparse.Namespace, config: Config, count: int) -> int:
     if not asyncio.run(main()):
         raise CollectError("not every worker drained cleanly (see above)")
     note("every worker stopped; everything read was written or spooled")
+    return 0
+
+
+def _auto(args: argparse.Namespace, config: Config) -> int:
+    """``shard: auto``: hold, take over and collect shard leases (collector/auto_shards.py)."""
+    fabric = context.fabric_of(config)
+    whole = plan(config, fabric, "0/1")
+    if whole.switches == 0:
+        raise CollectError("no switch matches the config's targets: nothing to collect")
+    _warn_unmatched(whole)
+    dsn = context.dsn_of(config)
+    shards, ttl = config.collector.shards, config.collector.lease_ttl_s
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        stop_on_signals(stop)
+        async with database(dsn, config, fabric, server_settings=session_settings(ttl)) as pool:
+            auto = AutoShards(config, fabric, pool, say=note)
+            registry = CollectorRegistry()
+            registry.register(LeaseMetrics(auto))
+            note(
+                f"collecting {whole.switches} switches in {shards} shard(s) by lease as {auto.holder} "
+                f"(lease_ttl_s {ttl:g}); standing by until a shard is free"
+            )
+            listen = args.metrics_listen or config.collector.metrics_listen
+            async with metrics_endpoint(listen, registry):
+                if args.duration is not None:
+                    asyncio.get_running_loop().call_later(args.duration, stop.set)
+                await auto.run(stop)
+        note("collector stopped; leases released; everything read was written or spooled")
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
     return 0
