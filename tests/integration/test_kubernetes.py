@@ -10,7 +10,9 @@
   CLI's own parser, after Kubernetes' ``$(VAR)`` expansion), and the configuration it mounts loads
   with the environment its pod gets (settings, secrets, downward API).
 - The collectors' static shards: pod i of N replicas runs ``--shard i/N``, N equals the replica
-  count, and the shards partition the fabric. The overlays follow the README's sizing rule.
+  count, and the shards partition the fabric; with ``components/shard-auto`` (the ``16k-failover``
+  overlay) every pod runs ``--shard auto`` with more pods than ``collector.shards``, whose shards
+  partition the fabric. The overlays follow the README's sizing rule.
 - Probes hit the ports the commands listen on; the NetworkPolicies let through what the
   configuration needs; the PrometheusRule holds exactly deploy/prometheus/fabricmon-rules.yml.
 """
@@ -59,6 +61,7 @@ RENDERS: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "16k": ("overlays/16k", (), False),
     "small+trial": ("overlays/small", ("components/timescaledb-trial",), False),
     "16k+secrets.env": ("overlays/16k", (), True),
+    "16k-failover": ("overlays/16k-failover", (), False),
 }
 SECRETS_EXAMPLE = K8S / "secrets.env.example"
 #: What the tests put in place of each REPLACE-ME of secrets.env.example (URL-safe, like a real one).
@@ -489,22 +492,35 @@ def test_every_fabricmon_container_runs_a_real_fabricmon_command(rendered: dict[
 
 
 @pytest.mark.parametrize("name", RENDERS)
-def test_the_collector_shards_are_the_stateful_sets_pods(rendered: dict[str, list[Doc]], name: str) -> None:
+def test_the_collector_shards_are_the_stateful_sets_pods(
+    rendered: dict[str, list[Doc]], name: str, tmp_path: Path
+) -> None:
     docs = rendered[name]
     sts = one(docs, "StatefulSet", "fabricmon-collector")
     replicas = sts["spec"]["replicas"]
     collectors = [w for w in fabricmon_workloads(docs, fabricmon_image(name)) if w.component == "collector"]
     assert [w.pod_index for w in collectors] == list(range(replicas))
     (container,) = sts["spec"]["template"]["spec"]["containers"]
-    env = {v["name"]: v for v in container["env"]}
-    assert env["SHARD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == POD_INDEX
-    assert env["SHARD_COUNT"]["value"] == str(replicas), "N in --shard I/N must be the replica count"
+    env = {v["name"]: v for v in container.get("env", [])}
+    auto = "failover" in name
+    if auto:
+        assert not {"SHARD_INDEX", "SHARD_COUNT"} & set(env), "static-shard variables in a lease-claiming pod"
+    else:
+        assert env["SHARD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == POD_INDEX
+        assert env["SHARD_COUNT"]["value"] == str(replicas), "N in --shard I/N must be the replica count"
     for w in collectors:
         args = parse(w, docs)
-        assert args.shard == f"{w.pod_index}/{replicas}", w.where
-        assert parse_shard(args.shard) == (w.pod_index, replicas)
+        if auto:  # every pod claims leases of the configured shards; the rest stand by
+            assert args.shard == "auto", w.where
+        else:
+            assert args.shard == f"{w.pod_index}/{replicas}", w.where
+            assert parse_shard(args.shard) == (w.pod_index, replicas)
         assert args.metrics_listen == "0.0.0.0:9108"
     assert sts["spec"]["podManagementPolicy"] == "Parallel"
+    if auto:
+        config, _ = config_of(collectors[0], docs, tmp_path)
+        assert config.collector.shards is not None, "--shard auto needs collector.shards"
+        assert replicas > config.collector.shards, "no spare pod to take over a shard"
 
 
 @pytest.mark.parametrize("name", RENDERS)
@@ -659,8 +675,13 @@ def test_the_shards_partition_the_fabric(rendered: dict[str, list[Doc]], name: s
     config, _ = config_of(collectors[0], docs, tmp_path)
     fabric = fabric_for(config)
     seen: list[str] = []
-    for w in collectors:
-        shard_plan = plan(config, fabric, parse(w, docs).shard)
+    if parse(collectors[0], docs).shard == "auto":  # the leases' shards, whichever pods hold them
+        assert config.collector.shards is not None
+        shards = [f"{i}/{config.collector.shards}" for i in range(config.collector.shards)]
+    else:
+        shards = [parse(w, docs).shard for w in collectors]
+    for shard in shards:
+        shard_plan = plan(config, fabric, shard)
         seen += [t.switch for targets in shard_plan.targets.values() for t in targets]
     assert sorted(seen) == sorted(fabric.switches), "every switch in exactly one shard"
 
