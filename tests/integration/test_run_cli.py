@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,9 @@ import pytest
 
 from store.pgserver import EmbeddedStore
 
-# gNMI every second; SNMP every 2 s: a Python agent walking 128 ports of 12 switches each second
-# fell 3 polls behind on a busy 2-core machine, and the collector rightly called a spine stale.
+# gNMI every second; SNMP every 2 s. On a busy 2-core machine the spines' polls (12 switches x
+# 128 ports from the simulator's Python agent) can still fall three behind, and the collector then
+# rightly calls a spine stale: an observe-only incident of its own, which the assertions allow.
 FAST = """
 collector: {gnmi_interval_s: 1.0, snmp_interval_s: 2.0}
 analyzer: {interval_s: 1.0, resolve_hold_down_s: 1.0, thresholds: {stale_intervals: 5.0}}
@@ -53,7 +54,7 @@ def _get(url: str) -> tuple[int, dict[str, Any]]:
         return e.code, json.loads(e.read() or b"{}")
 
 
-def _until(cond: Any, within_s: float, what: str) -> Any:
+def _until(cond: Any, within_s: float, what: str | Callable[[], str]) -> Any:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         try:
@@ -63,7 +64,7 @@ def _until(cond: Any, within_s: float, what: str) -> Any:
         if got:
             return got
         time.sleep(0.3)
-    raise AssertionError(f"{what}: not within {within_s}s")
+    raise AssertionError(f"{what() if callable(what) else what}: not within {within_s}s")
 
 
 @pytest.fixture
@@ -148,10 +149,18 @@ def test_run_serves_and_check_tells_the_scheduler(
     with urllib.request.urlopen(req, timeout=5) as r:
         assert r.status == 201
     # one uplink of 64: ECMP carries on at 98 %, so the fabric is degraded, not critical (a warning to observe)
-    _until(lambda: _get(f"{api}/v1/health")[1].get("status") == "degraded", 30, "a degraded verdict")
+    _until(
+        lambda: _get(f"{api}/v1/health")[1].get("status") == "degraded",
+        30,
+        lambda: f"a degraded verdict (last: {json.dumps(_get(f'{api}/v1/health')[1])[:3000]})",
+    )
     report = _check_says(env, config, 1)
     assert report["checks"]["oversubscription"]["status"] == "degraded"
-    assert [i["recommended_action"] for i in report["incidents"]] == ["observe"], json.dumps(report["incidents"])
+    # the scheduler is told to watch, and the outage is one incident (late spines may add their own)
+    incidents = report["incidents"]
+    assert {i["recommended_action"] for i in incidents} == {"observe"}, json.dumps(incidents)
+    outage = [i for i in incidents if "link_outage|lf-g1-r3:swp65" in i["members"] and i["id"] is not None]
+    assert len(outage) == 1, json.dumps(incidents)
     # Pre-flight: every server of this 512-GPU fabric is under leaf lf-g1-r3 (one group), so a job
     # anywhere sees the fault on rail 3.
     job = tmp_path / "job.yaml"
@@ -172,6 +181,8 @@ def test_run_serves_and_check_tells_the_scheduler(
     def one_incident() -> bool:  # the outage, its drift and its rail asymmetry: one incident
         items = _get(f"{api}/v1/incidents?state=firing")[1].get("items", [])
         rules = [{a["rule"], *(s["rule"] for s in a["symptoms"])} for a in items]
-        return len(items) == 1 and {"oversubscription_drift", "rail_capacity_asymmetry"} <= rules[0]
+        outage = [r for r in rules if {"oversubscription_drift", "rail_capacity_asymmetry"} <= r]
+        late_spines = [r for r in rules if r == {"stale_switch"}]  # see FAST
+        return len(outage) == 1 and len(outage) + len(late_spines) == len(rules)
 
     assert _until(one_incident, 15, "one incident with its symptoms")
