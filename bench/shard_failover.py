@@ -77,7 +77,7 @@ async def _one(dsn: str, ready: dict[str, Any], ttl: float, interval: float) -> 
                     f"'{2 * 6 * interval} seconds'",
                     120,
                 )
-                pid = int(str(holder).rpartition(":")[2])
+                pid = int(str(holder).rpartition(":")[2].partition("#")[0])
                 victim = next(p for p in procs if p.pid == pid)
                 victim.send_signal(signal.SIGKILL)
                 killed = await conn.fetchval("SELECT now()")

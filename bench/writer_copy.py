@@ -15,6 +15,7 @@ from store.config import WriterConfig
 from store.db import create_pool
 from store.migrate import migrate
 from store.records import PortSample
+from store.shard_leases import Fence, claim, ensure_shards
 from store.writer import BatchWriter
 
 ROWS = 200_000
@@ -70,6 +71,7 @@ async def run(dsn: str) -> dict[str, Any]:
         await writer.close()
         writer_s = time.perf_counter() - started
         dup = _dups(pool)
+        fenced = await _fenced(pool)
         return {
             "rows": ROWS,
             "batch_rows": BATCH,
@@ -78,6 +80,7 @@ async def run(dsn: str) -> dict[str, Any]:
             "writer_vs_raw": round(raw_s / writer_s, 3),
             "goal_writer_vs_raw": 0.8,
             "duplicate_batch_rows_per_s": await dup,
+            "fenced_writer_rows_per_s": fenced,
         }
     finally:
         await pool.close()
@@ -91,3 +94,20 @@ async def _dups(pool: asyncpg.Pool) -> int:
     await writer.put(rows)
     await writer.close()
     return round(len(rows) / (time.perf_counter() - started))
+
+
+async def _fenced(pool: asyncpg.Pool) -> int:
+    """Rows/s of a writer under ``shard: auto``: each batch checks its shard lease first."""
+    async with pool.acquire() as conn:
+        await ensure_shards(conn, 1)
+        epoch = await claim(conn, "bench", 1, 0, 600.0)
+    assert epoch is not None
+    fence = Fence(1, 0, "bench", epoch)
+    writer = BatchWriter(pool, "port_counters", PortSample._fields, WriterConfig(batch_rows=BATCH), fence=fence)
+    rows = _rows(ROWS, 2 * 86_400)
+    started = time.perf_counter()
+    for i in range(0, ROWS, 1000):
+        await writer.put(rows[i : i + 1000])
+    await writer.close()
+    assert writer.stats.rows_written == ROWS
+    return round(ROWS / (time.perf_counter() - started))

@@ -63,12 +63,14 @@ class Lease:
 
 @dataclass(frozen=True, slots=True)
 class TickView:
-    """What one tick saw: the leases this collector holds now (shard → epoch), every lease, and
-    the live members (this one included)."""
+    """What one tick saw: the leases this collector renewed (shard → epoch), every lease, the
+    live members (this one included), and the shard counts live members of another ``shards``
+    use (a misconfiguration: two lease sets would collect the same switches twice)."""
 
     held: dict[int, int]
     leases: tuple[Lease, ...]
     members: tuple[str, ...]
+    other_shard_counts: tuple[int, ...] = ()
 
 
 async def ensure_shards(conn: Connection, shards: int) -> None:
@@ -80,9 +82,13 @@ async def ensure_shards(conn: Connection, shards: int) -> None:
     )
 
 
-async def tick(conn: Connection, holder: str, shards: int, ttl_s: float) -> TickView:
-    """Renew ``holder``'s membership and leases for another ``ttl_s``; read everyone's."""
+async def tick(
+    conn: Connection, holder: str, shards: int, ttl_s: float, renew: Iterable[int], *, lock_wait_ms: float = 500
+) -> TickView:
+    """Renew ``holder``'s membership and its leases on ``renew`` (the shards it runs) for another
+    ``ttl_s``; read everyone's. A lease of ``holder`` it does not renew lapses by itself."""
     async with conn.transaction():
+        await conn.execute(f"SET LOCAL lock_timeout = {int(lock_wait_ms)}")
         await conn.execute(
             "INSERT INTO collector_members (holder, shards, expires_at) "
             "VALUES ($1, $2, now() + make_interval(secs => $3)) "
@@ -93,10 +99,11 @@ async def tick(conn: Connection, holder: str, shards: int, ttl_s: float) -> Tick
         )
         renewed = await conn.fetch(
             "UPDATE collector_shards SET expires_at = now() + make_interval(secs => $3) "
-            "WHERE shards = $1 AND holder = $2 RETURNING shard, epoch",
+            "WHERE shards = $1 AND holder = $2 AND shard = ANY($4::int[]) RETURNING shard, epoch",
             shards,
             holder,
             ttl_s,
+            sorted(renew),
         )
         leases = await conn.fetch(
             "SELECT shard, holder, epoch, holder IS NOT NULL AND expires_at > now() AS live "
@@ -104,12 +111,13 @@ async def tick(conn: Connection, holder: str, shards: int, ttl_s: float) -> Tick
             shards,
         )
         members = await conn.fetch(
-            "SELECT holder FROM collector_members WHERE shards = $1 AND expires_at > now() ORDER BY holder", shards
+            "SELECT holder, shards FROM collector_members WHERE expires_at > now() ORDER BY holder"
         )
     return TickView(
         held={int(r["shard"]): int(r["epoch"]) for r in renewed},
         leases=tuple(Lease(int(r["shard"]), r["holder"], int(r["epoch"]), bool(r["live"])) for r in leases),
-        members=tuple(str(r["holder"]) for r in members),
+        members=tuple(str(r["holder"]) for r in members if r["shards"] == shards),
+        other_shard_counts=tuple(sorted({int(r["shards"]) for r in members if r["shards"] != shards})),
     )
 
 

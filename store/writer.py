@@ -129,6 +129,8 @@ class BatchWriter:
         self._retry_at = 0.0
         self._outage_started: float | None = None
         self._spool_refused = False
+        #: A spool replay was refused by the shard lease's fence (logged once).
+        self._spool_fenced = False
         #: The spool batch at the head that failed, and how often in a row (see _refused_for_good).
         self._head_failures: tuple[str, int] = ("", 0)
         self._conflict_sql: dict[tuple[str, ...], str] = {}
@@ -318,6 +320,11 @@ class BatchWriter:
                 continue
             try:
                 stored += await self._write_batch(batch.rows, batch.columns or self.columns)
+            except Fenced as exc:
+                # Spooled under a lease another collector holds now: kept on disk, replayed when
+                # this collector holds the shard again (docs/decisions.md, shard failover).
+                self._note_fenced_spool(exc)
+                break
             except WriteDeferred as exc:
                 if not await self._refused_for_good(batch.name, exc):
                     raise
@@ -361,6 +368,9 @@ class BatchWriter:
         started = time.perf_counter()
         try:
             stored = await self._write_batch(batch, self.columns)
+        except Fenced as exc:  # read under a lease another collector holds now: not ours to write
+            self._fenced(len(batch), exc)
+            stored = 0
         except BaseException:
             self._pending[:0] = batch
             raise
@@ -410,9 +420,8 @@ class BatchWriter:
                     stored = await self._copy(conn, batch, tuple(columns))
                 finally:
                     watchdog.cancel()
-        except Fenced as exc:
-            self._fenced(len(batch), exc)
-            return 0
+        except Fenced:
+            raise
         except WriteDeferred as deferred:
             if deferred.error_class.name in _STALE_SESSION_CLASSES:
                 # A table dropped and made again leaves sessions with statements prepared for the old
@@ -433,6 +442,11 @@ class BatchWriter:
                     self.config.write_timeout_s)  # fmt: skip
         conn.terminate()
 
+    def _note_fenced_spool(self, exc: Fenced) -> None:
+        if not self._spool_fenced:
+            self._spool_fenced = True
+            log.warning("%s: %s; the spool stays on disk for when the shard is ours again", self.table, exc)
+
     def _fenced(self, rows: int, exc: Fenced) -> None:
         """Another collector holds this shard now: the batch is not ours to write."""
         dropped = self.stats.rows_dropped.get("fenced", 0)
@@ -444,10 +458,10 @@ class BatchWriter:
         try:
             if self.fence is None:
                 await conn.copy_records_to_table(self.table, records=batch, columns=columns)
-            else:
+            else:  # the check last: the lease row is locked only from it to the commit
                 async with conn.transaction():
-                    await self.fence.check(conn)
                     await conn.copy_records_to_table(self.table, records=batch, columns=columns)
+                    await self.fence.check(conn)
         except Fenced:
             raise
         except Exception as exc:
@@ -465,11 +479,11 @@ class BatchWriter:
         """Conflict-safe write; bisects to isolate the rows the database or encoder refuses."""
         try:
             async with conn.transaction():
-                if self.fence is not None:
-                    await self.fence.check(conn)
                 await conn.execute(self._stage_sql)
                 await conn.copy_records_to_table(self._stage, records=batch, columns=columns)
                 status = await conn.execute(self._insert_sql(columns))
+                if self.fence is not None:
+                    await self.fence.check(conn)
         except Fenced:
             raise
         except Exception as exc:

@@ -18,6 +18,8 @@ from collector.runner import CollectorService, Plan, plan
 from collector.workers import PARENT_ENV, Supervisor, Worker, WorkersError, die_with_parent, parse_workers
 from config.model import Config
 from fabric.errors import FabricmonError
+from fabric.model import Fabric
+from store.db import Pool, create_pool
 
 
 class CollectError(FabricmonError, ValueError):
@@ -169,26 +171,39 @@ def _auto(args: argparse.Namespace, config: Config) -> int:
         raise CollectError("no switch matches the config's targets: nothing to collect")
     _warn_unmatched(whole)
     dsn = context.dsn_of(config)
-    shards, ttl = config.collector.shards, config.collector.lease_ttl_s
+    ttl = config.collector.lease_ttl_s
 
     async def main() -> None:
         stop = asyncio.Event()
         stop_on_signals(stop)
-        async with database(dsn, config, fabric, server_settings=session_settings(ttl)) as pool:
-            auto = AutoShards(config, fabric, pool, say=note)
-            registry = CollectorRegistry()
-            registry.register(LeaseMetrics(auto))
-            note(
-                f"collecting {whole.switches} switches in {shards} shard(s) by lease as {auto.holder} "
-                f"(lease_ttl_s {ttl:g}); standing by until a shard is free"
-            )
-            listen = args.metrics_listen or config.collector.metrics_listen
-            async with metrics_endpoint(listen, registry):
-                if args.duration is not None:
-                    asyncio.get_running_loop().call_later(args.duration, stop.set)
-                await auto.run(stop)
+        settings = session_settings(ttl)
+        lease_db = config.database.model_copy(update={"pool_min": 1, "pool_max": 2})
+        async with database(dsn, config, fabric, server_settings=settings) as pool:
+            lease_pool = await create_pool(dsn, lease_db, server_settings=settings)
+            try:
+                await _collect_by_lease(args, config, fabric, pool, lease_pool, stop)
+            finally:
+                await lease_pool.close()
         note("collector stopped; leases released; everything read was written or spooled")
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
     return 0
+
+
+async def _collect_by_lease(
+    args: argparse.Namespace, config: Config, fabric: Fabric, pool: Pool, lease_pool: Pool, stop: asyncio.Event
+) -> None:
+    auto = AutoShards(config, fabric, pool, lease_pool=lease_pool, say=note)
+    registry = CollectorRegistry()
+    registry.register(LeaseMetrics(auto))
+    switches = plan(config, fabric, "0/1").switches
+    note(
+        f"collecting {switches} switches in {auto.shards} shard(s) by lease as {auto.holder} "
+        f"(lease_ttl_s {auto.ttl_s:g}); standing by until a shard is free"
+    )
+    listen = args.metrics_listen or config.collector.metrics_listen
+    async with metrics_endpoint(listen, registry):
+        if args.duration is not None:
+            asyncio.get_running_loop().call_later(args.duration, stop.set)
+        await auto.run(stop)
