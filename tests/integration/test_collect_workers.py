@@ -16,7 +16,6 @@ SNMP) in a process of its own, the supervisor and its two shard workers on a fre
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import signal
@@ -30,7 +29,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
@@ -39,6 +37,7 @@ from collector.targets import shard_of
 from fabric.topology import FabricParams, build_aipod
 from store.heartbeats import Heartbeat
 from tests.support.sim_process import sim_process
+from tests.support.sync_db import SyncDb
 from tests.support.waiting import until
 
 SWITCHES = frozenset(build_aipod(FabricParams(gpus=512)).switches)
@@ -57,20 +56,8 @@ def sim_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
         yield config
 
 
-class Db:
-    """The test's own connection, on a loop of its own (the test itself is synchronous)."""
-
-    def __init__(self, dsn: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.conn: asyncpg.Connection = self.loop.run_until_complete(asyncpg.connect(dsn, timeout=30))
-
-    def fetch(self, sql: str, *args: Any) -> list[Any]:
-        """Rows of ``sql``; none while the supervisor has not migrated the database yet."""
-        try:
-            rows: list[Any] = self.loop.run_until_complete(self.conn.fetch(sql, *args))
-        except asyncpg.UndefinedTableError:
-            return []
-        return rows
+class Db(SyncDb):
+    """The test's own connection (tests/support/sync_db.py), with what this test asks of it."""
 
     def live(self) -> dict[str, Heartbeat]:
         """The heartbeat rows of collectors not stopped, by shard."""
@@ -81,10 +68,6 @@ class Db:
         """Switches with a port_counters row newer than ``since``."""
         rows = self.fetch("SELECT DISTINCT switch FROM port_counters WHERE time > $1", since)
         return {r["switch"] for r in rows}
-
-    def close(self) -> None:
-        self.loop.run_until_complete(self.conn.close(timeout=5))
-        self.loop.close()
 
 
 @dataclass

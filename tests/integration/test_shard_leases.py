@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -28,13 +27,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 import yaml
 
 from collector.targets import shard_of
 from fabric.topology import FabricParams, build_aipod
 from tests.support.sim_process import sim_process
+from tests.support.sync_db import SyncDb
 from tests.support.waiting import until
 
 SWITCHES = frozenset(build_aipod(FabricParams(gpus=512)).switches)
@@ -54,19 +53,8 @@ def sim_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
         yield config
 
 
-class Db:
-    """The test's own connection, on a loop of its own (the test itself is synchronous)."""
-
-    def __init__(self, dsn: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.conn: asyncpg.Connection = self.loop.run_until_complete(asyncpg.connect(dsn, timeout=30))
-
-    def fetch(self, sql: str, *args: Any) -> list[Any]:
-        try:
-            rows: list[Any] = self.loop.run_until_complete(self.conn.fetch(sql, *args))
-        except asyncpg.UndefinedTableError:
-            return []
-        return rows
+class Db(SyncDb):
+    """The test's own connection (tests/support/sync_db.py), with what this test asks of it."""
 
     def holders(self) -> dict[int, str]:
         """Shard → live holder."""
@@ -77,10 +65,6 @@ class Db:
         """Each switch's first port_counters sample time after ``since``."""
         rows = self.fetch("SELECT switch, min(time) AS t FROM port_counters WHERE time > $1 GROUP BY switch", since)
         return {str(r["switch"]): r["t"] for r in rows}
-
-    def close(self) -> None:
-        self.loop.run_until_complete(self.conn.close(timeout=5))
-        self.loop.close()
 
 
 @dataclass
