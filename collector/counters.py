@@ -23,7 +23,9 @@ status from another database on another stream. So every counter keeps a baselin
 - A ``port_counters`` row is written for a reading that carries counters. A reading without
   counters is state: it is a row only when it changes the port's oper status or is the first to
   tell it (so the latest row always says whether the port is up; that row has no counters), and
-  never otherwise (EOS re-sends status between samples).
+  never otherwise (EOS re-sends status between samples). A row's oper status is the one in
+  force at the row's time: a counters reading older than every status reading (a lagging
+  stream) says nothing of it, rather than a status learned later.
   An interface the switch deleted (``PortReading.removed``) is down, and its counters start over.
 
 Link events, one per flap whichever signals reveal it:
@@ -237,6 +239,22 @@ def _note_epochs(st: _PortState, r: PortReading) -> None:
         st.last_clear_ns = r.last_clear_ns
 
 
+def _status_at(st: _PortState, t: int) -> bool | None:
+    """The oper status in force at ``t`` as far as the status readings so far tell: that of the
+    newest run begun at or before ``t``; None before the first (a counters reading older than any
+    status reading, e.g. SONiC's COUNTERS_DB stream lagging APPL_DB's, must not carry a status
+    learned later, or the status row that told it would follow a row that already said it)."""
+    runs = st.status
+    if not runs or t >= runs[-1][0]:
+        return st.oper_up
+    i = bisect.bisect_right(runs, t, key=_run_start) - 1
+    return None if i < 0 else bool(runs[i][2])
+
+
+def _run_start(run: list[Any]) -> int:
+    return int(run[0])
+
+
 def _forget_baselines(st: _PortState, values: tuple[int | None, ...], t: int) -> None:
     """A reset: every baseline goes; the resetting reading's counters are the new ones."""
     st.vals[:] = [*values, *(None for _ in _PFC_KEYS)]
@@ -348,7 +366,7 @@ class CounterTracker:
         reset: bool,
     ) -> PortSample:
         rt = rates or _NO_RATES
-        oper = st.oper_up
+        oper = _status_at(st, r.time_ns)
         return PortSample._make((
             _utc(r.time_ns), r.switch, r.port,
             None if oper is None else 1 if oper else 2,
@@ -477,7 +495,7 @@ class CounterTracker:
     def _late_status(self, st: _PortState, r: PortReading, t: int, up: bool, events: list[LinkEvent]) -> None:
         """A status reading older than the newest, placed among the port's status runs."""
         runs = st.status
-        i = bisect.bisect_right(runs, t, key=lambda run: run[0]) - 1  # the run that began last at or before t
+        i = bisect.bisect_right(runs, t, key=_run_start) - 1  # the run that began last at or before t
         if i < 0:
             if runs[0][2] == up:
                 runs[0][0] = t  # the same state, seen earlier; older than that is too late to place

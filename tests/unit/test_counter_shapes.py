@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -375,3 +376,75 @@ def test_a_deleted_interface_is_down_and_starts_over_when_back() -> None:
     assert back.port is not None and not back.port.counter_reset and back.port.in_bps is None
     assert [e.new_status for e in back.events] == ["up"]
     assert from_int8(back.port.in_octets or 0) == 100
+
+
+def test_a_counters_reading_older_than_the_first_status_carries_no_status() -> None:
+    """SONiC's COUNTERS_DB stream lagging its APPL_DB stream: the first status (at T0+2 s) is a
+    row; counters stamped before it must not claim that status, or in time order the status row
+    would follow a row that already said it (CI run of 2026-12-02, sp-r5-1)."""
+    t = CounterTracker()
+    status = t.ingest(_reading(T0 + 2 * S, oper_up=True))
+    assert status.port is not None and status.port.oper_status == 1
+    before = t.ingest(_reading(T0 + 1 * S, in_octets=0, out_octets=0))
+    assert before.port is not None and before.port.oper_status is None
+    after = t.ingest(_reading(T0 + 3 * S, in_octets=10, out_octets=10))
+    assert after.port is not None and after.port.oper_status == 1
+
+
+def test_a_late_counters_reading_carries_the_status_of_its_own_time() -> None:
+    t = CounterTracker()
+    t.ingest(_reading(T0, oper_up=True, in_octets=0, out_octets=0))
+    t.ingest(_reading(T0 + 5 * S, oper_up=False))
+    late = t.ingest(_reading(T0 + 4 * S, in_octets=10, out_octets=10))
+    assert late.port is not None and late.port.oper_status == 1
+    now = t.ingest(_reading(T0 + 6 * S, in_octets=20, out_octets=20))
+    assert now.port is not None and now.port.oper_status == 2
+
+
+def _joining_late(streams: list[list[PortReading]], truth: Truth, start: float) -> list[list[PortReading]]:
+    """A status stream of its own answers first at ``start`` intervals (sonic-gnmi's APPL_DB
+    subscription stamps its first answer when it starts), not before the first counters."""
+    if len(streams) < 2:
+        return streams
+    at = truth.at(0) + int(start * INTERVAL)
+    rest = [r for r in streams[1] if r.time_ns > at]
+    return [streams[0], [_reading(at, oper_up=truth.up(at)), *rest]]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    truth=truths(),
+    shape=st.sampled_from(sorted(SHAPES)),
+    lags=st.lists(st.floats(0, MAX_LAG_INTERVALS), min_size=2, max_size=2),
+    jitter=st.lists(st.floats(0, 0.5), max_size=20),
+    start=st.floats(-0.1, 1.5),
+)
+def test_a_row_never_carries_a_status_from_its_future(
+    truth: Truth, shape: str, lags: list[float], jitter: list[float], start: float
+) -> None:
+    """Whatever the interleaving, a row's oper status was told by a status reading at or before
+    its time, ingested before it. Where status and counters come in readings of their own (SONiC,
+    EOS) on a port that never flaps, no row without counters repeats the status of the row before
+    it in time (what the stored-rates test checks on every NOS). A reading that carries both can
+    tell a status earlier than the status row already written, which no order of ingestion undoes."""
+    readings = interleave(_joining_late(SHAPES[shape](truth), truth, start), lags, jitter)
+    tracker = CounterTracker()
+    told: list[int] = []
+    rows = []
+    for r in readings:
+        if r.oper_up is not None:
+            told.append(r.time_ns)
+        out = tracker.ingest(r)
+        if out.port is None:
+            continue
+        rows.append(out.port)
+        if out.port.oper_status is not None:
+            t = int(out.port.time.timestamp() * 1e9 + 0.5) // MS * MS
+            assert any(x // MS * MS <= t for x in told), (r, told)
+    both = any(r.oper_up is not None and any(getattr(r, f) is not None for f in COUNTER_FIELDS) for r in readings)
+    if truth.outages or both:
+        return
+    rows.sort(key=lambda p: p.time)
+    for before, row in pairwise(rows):
+        counters = any(getattr(row, f) is not None for f in COUNTER_FIELDS)
+        assert counters or row.oper_status != before.oper_status, (before, row)
