@@ -17,13 +17,16 @@ passed, a window of ``FABRICMON_BENCH_E2E_WINDOW_S`` (60) seconds is measured:
   of the switch's ports has its row (rows missing = expected - stored; goal 0).
 
 ``FABRICMON_BENCH_E2E_SHARDS=N`` runs N ``fabricmon collect --shard I/N`` processes and adds their
-figures up. Environment: ``FABRICMON_BENCH_E2E_GPUS`` (16384), ``..._INTERVAL_S`` (10),
-``..._WINDOW_S`` (60, or six intervals when longer).
+figures up; ``FABRICMON_BENCH_E2E_WORKERS=N`` runs one ``fabricmon collect --workers N`` instead
+(CPU and memory of its whole process tree, the figures of its one aggregated ``/metrics``).
+Environment: ``FABRICMON_BENCH_E2E_GPUS`` (16384), ``..._INTERVAL_S`` (10), ``..._WINDOW_S`` (60,
+or six intervals when longer).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -44,9 +47,11 @@ from store.db import create_pool
 GPUS = int(os.environ.get("FABRICMON_BENCH_E2E_GPUS", "16384"))
 INTERVAL_S = float(os.environ.get("FABRICMON_BENCH_E2E_INTERVAL_S", "10"))
 SHARDS = int(os.environ.get("FABRICMON_BENCH_E2E_SHARDS", "1"))
+WORKERS = int(os.environ.get("FABRICMON_BENCH_E2E_WORKERS", "0"))
 WINDOW_S = float(os.environ.get("FABRICMON_BENCH_E2E_WINDOW_S", str(max(60.0, 6 * INTERVAL_S))))
 CONNECT_TIMEOUT_S = 300.0
 _TICKS = os.sysconf("SC_CLK_TCK")
+_SHARD_LABEL = re.compile(r'shard="[^"]*",?')
 _PENDING = 'fabricmon_writer_pending_rows{table="port_counters"}'
 
 _LOSS_SQL = """
@@ -76,19 +81,55 @@ def _metrics(url: str) -> dict[str, float]:
     for line in text.splitlines():
         if line and not line.startswith("#"):
             key, _, value = line.rpartition(" ")
-            out[key] = float(value)
+            key = _SHARD_LABEL.sub("", key).replace("{,", "{").replace(",}", "}").replace("{}", "")
+            out[key] = out.get(key, 0.0) + float(value)  # ``--workers``: every shard's sample, added up
+    return out
+
+
+def _tree(pid: int) -> list[int]:
+    """The process and its descendants alive now (``--workers``' shard workers)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                todo.extend(int(c) for c in task.read_text().split())
     return out
 
 
 def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime + stime, all threads
+    """CPU-seconds of the process, every thread, its live descendants and the children it reaped."""
+    total = 0.0
+    for p in _tree(pid):
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])  # utime + stime, all threads
+            if p == pid:
+                total += int(fields[13]) + int(fields[14])  # workers that exited (and were waited for)
+    return total / _TICKS
 
 
 def _memory_mb(pid: int) -> dict[str, float]:
-    status = Path(f"/proc/{pid}/status").read_text()
-    found = {k: int(v) / 1024 for k, v in re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", status, re.M)}
-    return {"rss_mb": round(found["VmRSS"]), "peak_rss_mb": round(found["VmHWM"])}
+    rss = peak = 0.0
+    for p in _tree(pid):
+        with contextlib.suppress(OSError):
+            status = Path(f"/proc/{p}/status").read_text()
+            found = {k: int(v) / 1024 for k, v in re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", status, re.M)}
+            rss += found["VmRSS"]
+            peak = max(peak, found["VmHWM"])
+    return {"rss_mb": round(rss), "peak_rss_mb": round(peak)}
+
+
+async def _complete_metrics(url: str) -> dict[str, float]:
+    """``_metrics``, asked again until every ``--workers`` shard answered (a busy worker's /metrics
+    can miss the supervisor's 2 s scrape timeout, and a delta without it would be wrong)."""
+    for _ in range(30):
+        m = _metrics(url)
+        if not WORKERS or m.get("fabricmon_collector_worker_up", 0) >= WORKERS:
+            return m
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"not every one of {WORKERS} workers answered /metrics within 15 s")
 
 
 @dataclass
@@ -127,10 +168,11 @@ async def run(dsn: str) -> dict[str, Any]:
             shards: list[_Shard] = []
             switches = 0
             try:
-                for i in range(SHARDS):
+                for i in range(1 if WORKERS else SHARDS):
                     at = f"127.0.0.1:{_free_port()}"
                     args = ["collect", "--config", str(config), "--metrics-listen", at]
-                    args += ["--shard", f"{i}/{SHARDS}"] if SHARDS > 1 else []
+                    args += ["--shard", f"{i}/{SHARDS}"] if SHARDS > 1 and not WORKERS else []
+                    args += ["--workers", str(WORKERS)] if WORKERS else []
                     proc = subprocess.Popen(  # noqa: ASYNC220 - polled and signalled by pid, read once at exit
                         [sys.executable, "-m", "cli.main", *args],
                         env=env,
@@ -165,11 +207,11 @@ async def _until_schema(dsn: str) -> int:
 async def _measure(dsn: str, shards: list[_Shard], switches: int) -> dict[str, Any]:
     connect_s = await _until_connected(shards, switches)
     await asyncio.sleep(INTERVAL_S * 1.5)  # past every stream's first full dump
-    m0 = [_metrics(s.url) for s in shards]
+    m0 = [await _complete_metrics(s.url) for s in shards]
     cpu0, t0, wall0 = sum(_cpu_s(s.proc.pid) for s in shards), time.monotonic(), datetime.now(UTC)
     print(f"bench: collect_e2e measuring {WINDOW_S:.0f}s over {switches} switches", file=sys.stderr, flush=True)
     await asyncio.sleep(WINDOW_S)
-    m1 = [_metrics(s.url) for s in shards]
+    m1 = [await _complete_metrics(s.url) for s in shards]
     cpu1, t1, wall1 = sum(_cpu_s(s.proc.pid) for s in shards), time.monotonic(), datetime.now(UTC)
     memory = [_memory_mb(s.proc.pid) for s in shards]
     pool = await create_pool(dsn)
@@ -203,7 +245,8 @@ async def _measure(dsn: str, shards: list[_Shard], switches: int) -> dict[str, A
     return {
         "gpus": GPUS,
         "switches": switches,
-        "shards": SHARDS,
+        "shards": WORKERS or SHARDS,
+        "workers": WORKERS,
         "interval_s": INTERVAL_S,
         "connect_s": round(connect_s, 1),
         "window_s": round(wall, 1),

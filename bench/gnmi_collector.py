@@ -11,6 +11,9 @@ same interval and the same window:
   subscription, ``telemetryParser`` per response), one consumer thread per subscription
   counting the updates of each parsed notification.
 
+* ``bare``: grpc.aio alone, the same Subscribe streams read as raw bytes and only counted: the
+  floor of gRPC's per-message cost, which no decoder can go below (issue 14's part 2).
+
 Both count values only inside the window that starts once every stream has synced. The result
 is values per CPU-second for each and their ratio (goal: ours >= 150K/s and >= 3x pygnmi).
 Environment: ``FABRICMON_BENCH_GNMI_GPUS`` (1024), ``..._INTERVAL_S`` (1), ``..._WINDOW_S`` (20): 40
@@ -32,9 +35,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import grpc
+from pygnmi.spec.v080 import gnmi_pb2
+
 from bench.simproc import simulator
 from collector.config import CollectorConfig
 from collector.gnmi import GnmiCollector
+from collector.gnmi_stream import SUBSCRIBE, subscribe_request
 from collector.profiles import load_profile
 from collector.records import LldpReading, PortReading, TargetState
 from collector.targets import SwitchTarget
@@ -98,20 +105,66 @@ async def consume_ours(address: str, switches: list[str], interval_s: float, win
                 raise RuntimeError(f"only {len(sink.states)} of {len(switches)} streams synced")
             await asyncio.sleep(0.05)
         sync_s = time.monotonic() - started
-        v0, r0, cpu0, t0 = collector.stats.values, sink.readings, _cpu(), time.monotonic()
+        stats = collector.stats
+        v0, r0, m0, cpu0, t0 = stats.values, sink.readings, stats.responses, _cpu(), time.monotonic()
         await asyncio.sleep(window_s)
-        v1, r1, cpu1, t1 = collector.stats.values, sink.readings, _cpu(), time.monotonic()
+        v1, r1, m1, cpu1, t1 = stats.values, sink.readings, stats.responses, _cpu(), time.monotonic()
         return _result(
             v1 - v0,
             cpu1 - cpu0,
             t1 - t0,
             readings=r1 - r0,
+            messages=m1 - m0,
+            cpu_us_per_message=round((cpu1 - cpu0) / max(m1 - m0, 1) * 1e6, 1),
             first_sync_s=round(sync_s, 2),
             invalid=sink.invalid,
         )
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def consume_bare(address: str, switches: list[str], interval_s: float, window_s: float) -> dict[str, Any]:
+    """gRPC's floor: every stream's responses read as bytes and counted, nothing decoded."""
+    profile = load_profile("openconfig")
+    messages = 0
+    channel = grpc.aio.insecure_channel(address)
+
+    async def read(request: gnmi_pb2.SubscribeRequest) -> None:
+        nonlocal messages
+        call = channel.stream_stream(
+            SUBSCRIBE, request_serializer=gnmi_pb2.SubscribeRequest.SerializeToString, response_deserializer=None
+        )()
+        await call.write(request)
+        while (await call.read()) is not grpc.aio.EOF:
+            messages += 1
+
+    requests = [
+        subscribe_request(profile, target, subs, interval_s, poll=False)
+        for sw in switches
+        for target, subs in profile.streams(sw, sw).items()
+    ]
+    tasks = [asyncio.create_task(read(r)) for r in requests]
+    try:
+        await asyncio.sleep(max(3 * interval_s, 5.0))  # past the first dumps
+        m0, cpu0, t0 = messages, _cpu(), time.monotonic()
+        await asyncio.sleep(window_s)
+        m1, cpu1, t1 = messages, _cpu(), time.monotonic()
+        if any(t.done() for t in tasks):
+            raise RuntimeError("a bare stream ended early")
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await channel.close()
+    n = max(m1 - m0, 1)
+    return {
+        "messages": m1 - m0,
+        "window_s": round(t1 - t0, 2),
+        "cpu_s": round(cpu1 - cpu0, 2),
+        "messages_per_s": round((m1 - m0) / (t1 - t0)),
+        "cpu_us_per_message": round((cpu1 - cpu0) / n * 1e6, 1),
+    }
 
 
 def consume_pygnmi(address: str, switches: list[str], interval_s: float, window_s: float) -> dict[str, Any]:
@@ -191,7 +244,9 @@ async def run(dsn: str) -> dict[str, Any]:
         common = ["--address", ready["gnmi"], "--interval", str(INTERVAL_S), "--seconds", str(WINDOW_S)]
         ours = await _subprocess_json("--consumer", "ours", *common)
         theirs = await _subprocess_json("--consumer", "pygnmi", *common)
+        bare = await _subprocess_json("--consumer", "bare", *common)
     ratio = ours["values_per_cpu_s"] / max(theirs["values_per_cpu_s"], 1)
+    values_per_message = ours["values"] / max(ours["messages"], 1)
     return {
         "gpus": GPUS,
         "switches": len(switches),
@@ -199,6 +254,10 @@ async def run(dsn: str) -> dict[str, Any]:
         "interval_s": INTERVAL_S,
         "ours": ours,
         "pygnmi": theirs,
+        "grpc_bare": bare,
+        "values_per_message": round(values_per_message, 1),
+        # Values per CPU-second with nothing done but reading the messages: what grpc.aio allows.
+        "grpc_ceiling_values_per_cpu_s": round(values_per_message / max(bare["cpu_us_per_message"], 1e-9) * 1e6),
         "ratio_values_per_cpu_s": round(ratio, 2),
         "pygnmi_share_of_stream": round(theirs["values_per_s"] / max(ours["values_per_s"], 1), 2),
         "goals": {
@@ -210,7 +269,7 @@ async def run(dsn: str) -> dict[str, Any]:
 
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.gnmi_collector", description=__doc__.splitlines()[0])
-    p.add_argument("--consumer", choices=["ours", "pygnmi"])
+    p.add_argument("--consumer", choices=["ours", "pygnmi", "bare"])
     p.add_argument("--address")
     p.add_argument("--interval", type=float, default=INTERVAL_S)
     p.add_argument("--seconds", type=float, default=WINDOW_S)
@@ -221,6 +280,8 @@ def main() -> None:
     switches = sorted(build_aipod(FabricParams(gpus=GPUS)).switches)
     if a.consumer == "ours":
         result = asyncio.run(consume_ours(a.address, switches, a.interval, a.seconds))
+    elif a.consumer == "bare":
+        result = asyncio.run(consume_bare(a.address, switches, a.interval, a.seconds))
     else:
         result = consume_pygnmi(a.address, switches, a.interval, a.seconds)
     print(json.dumps(result))

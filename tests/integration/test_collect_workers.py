@@ -36,7 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from collector.targets import shard_of
 from fabric.topology import FabricParams, build_aipod
 from store.heartbeats import Heartbeat
-from tests.support.sim_process import sim_process
+from tests.support.sim_process import sim_512
 from tests.support.sync_db import SyncDb
 from tests.support.waiting import until
 
@@ -49,11 +49,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def sim_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """``fabricmon sim --gpus 512`` on free ports, for the module; the config it writes."""
-    d = tmp_path_factory.mktemp("workers-sim")
-    args = ["--gpus", "512", "--gnmi", "127.0.0.1:0", "--snmp", "127.0.0.1:0", "--control", ""]
-    with sim_process(d, args, len(SWITCHES)) as config:
-        yield config
+    yield from sim_512(tmp_path_factory, "workers-sim", len(SWITCHES))
 
 
 class Db(SyncDb):
@@ -101,11 +97,8 @@ def alive(pid: int) -> bool:
 
 @pytest.fixture
 def db(fresh_db: str) -> Iterator[Db]:
-    d = Db(fresh_db)
-    try:
+    with Db(fresh_db) as d:
         yield d
-    finally:
-        d.close()
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ import yaml
 
 from collector.targets import shard_of
 from fabric.topology import FabricParams, build_aipod
-from tests.support.sim_process import sim_process
+from tests.support.sim_process import sim_512
 from tests.support.sync_db import SyncDb
 from tests.support.waiting import until
 
@@ -47,10 +47,7 @@ SLACK_S = 4.0
 
 @pytest.fixture(scope="module")
 def sim_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    d = tmp_path_factory.mktemp("leases-sim")
-    args = ["--gpus", "512", "--gnmi", "127.0.0.1:0", "--snmp", "127.0.0.1:0", "--control", ""]
-    with sim_process(d, args, len(SWITCHES)) as config:
-        yield config
+    yield from sim_512(tmp_path_factory, "leases-sim", len(SWITCHES))
 
 
 class Db(SyncDb):
@@ -82,11 +79,8 @@ class Collector:
 
 @pytest.fixture
 def db(fresh_db: str) -> Iterator[Db]:
-    d = Db(fresh_db)
-    try:
+    with Db(fresh_db) as d:
         yield d
-    finally:
-        d.close()
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 
@@ -96,3 +97,13 @@ def sim_process(d: Path, args: Sequence[str], switches: int) -> Iterator[dict[st
     """:func:`started_sim`, yielding only the config it wrote (``--write-config``)."""
     with started_sim(d, args, switches) as sim:
         yield sim.config
+
+
+#: ``fabricmon sim --gpus 512`` on free ports: 8 leaves over gNMI, 12 spines and superspines over SNMP.
+SIM_512_ARGS = ("--gpus", "512", "--gnmi", "127.0.0.1:0", "--snmp", "127.0.0.1:0", "--control", "")
+
+
+def sim_512(tmp_path_factory: pytest.TempPathFactory, name: str, switches: int) -> Iterator[dict[str, Any]]:
+    """The body of a module fixture: the 512-GPU simulator as a process, the config it writes."""
+    with sim_process(tmp_path_factory.mktemp(name), SIM_512_ARGS, switches) as config:
+        yield config

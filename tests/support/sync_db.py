@@ -4,7 +4,7 @@ watch real processes write."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Self
 
 import asyncpg
 
@@ -23,6 +23,12 @@ class SyncDb:
         except asyncpg.UndefinedTableError:
             return []
         return rows
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         self.loop.run_until_complete(self.conn.close(timeout=5))
