@@ -242,13 +242,17 @@ def expected_rates(truth: Truth) -> dict[int, float]:
     return {truth.at(k) // MS * MS: truth.rates[k - 1] * 8.0 for k in range(1, truth.samples)}
 
 
+#: Any truth, in any shape, its streams lagging and jittered as real ones do.
+INTERLEAVINGS = {
+    "truth": truths(),
+    "shape": st.sampled_from(sorted(SHAPES)),
+    "lags": st.lists(st.floats(0, MAX_LAG_INTERVALS), min_size=2, max_size=2),
+    "jitter": st.lists(st.floats(0, 0.5), max_size=20),
+}
+
+
 @settings(max_examples=150, deadline=None)
-@given(
-    truth=truths(),
-    shape=st.sampled_from(sorted(SHAPES)),
-    lags=st.lists(st.floats(0, MAX_LAG_INTERVALS), min_size=2, max_size=2),
-    jitter=st.lists(st.floats(0, 0.5), max_size=20),
-)
+@given(**INTERLEAVINGS)
 def test_every_shape_and_interleaving_gives_the_true_rates_pauses_and_flaps(
     truth: Truth, shape: str, lags: list[float], jitter: list[float]
 ) -> None:
@@ -412,13 +416,7 @@ def _joining_late(streams: list[list[PortReading]], truth: Truth, start: float) 
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    truth=truths(),
-    shape=st.sampled_from(sorted(SHAPES)),
-    lags=st.lists(st.floats(0, MAX_LAG_INTERVALS), min_size=2, max_size=2),
-    jitter=st.lists(st.floats(0, 0.5), max_size=20),
-    start=st.floats(-0.1, 1.5),
-)
+@given(**INTERLEAVINGS, start=st.floats(-0.1, 1.5))
 def test_a_row_never_carries_a_status_from_its_future(
     truth: Truth, shape: str, lags: list[float], jitter: list[float], start: float
 ) -> None:
