@@ -23,9 +23,10 @@ status from another database on another stream. So every counter keeps a baselin
 - A ``port_counters`` row is written for a reading that carries counters. A reading without
   counters is state: it is a row only when it changes the port's oper status or is the first to
   tell it (so the latest row always says whether the port is up; that row has no counters), and
-  never otherwise (EOS re-sends status between samples). A row's oper status is the one in
-  force at the row's time: a counters reading older than every status reading (a lagging
-  stream) says nothing of it, rather than a status learned later.
+  never otherwise (EOS re-sends status between samples). A row's oper status is the one its
+  reading told or, for a reading of counters alone, the one in force at the row's time: a
+  counters reading older than every status reading (a lagging stream) says nothing of it, rather
+  than a status learned later.
   An interface the switch deleted (``PortReading.removed``) is down, and its counters start over.
 
 Link events, one per flap whichever signals reveal it:
@@ -107,6 +108,8 @@ class _PortState:
     down_since_ns: int | None = None
     #: Runs of equal status readings, [first time, last time, up], oldest first.
     status: list[list[Any]] = field(default_factory=list)
+    #: The state of the newest run trimmed off ``status`` (what held before the oldest kept run).
+    trimmed_up: bool | None = None
     #: Times of status transitions not yet set against a carrier-transitions interval.
     transitions: list[int] = field(default_factory=list)
     #: Transitions carrier-transitions counted (as hidden flaps) up to ``credit_until_ns`` that
@@ -241,14 +244,24 @@ def _note_epochs(st: _PortState, r: PortReading) -> None:
 
 def _status_at(st: _PortState, t: int) -> bool | None:
     """The oper status in force at ``t`` as far as the status readings so far tell: that of the
-    newest run begun at or before ``t``; None before the first (a counters reading older than any
-    status reading, e.g. SONiC's COUNTERS_DB stream lagging APPL_DB's, must not carry a status
-    learned later, or the status row that told it would follow a row that already said it)."""
+    newest run begun at or before ``t`` (before the oldest kept, the one trimmed off last); None
+    before the first status reading (a counters reading older than any, e.g. SONiC's COUNTERS_DB
+    stream lagging APPL_DB's, must not carry a status learned later, or the status row that told
+    it would follow a row that already said it)."""
     runs = st.status
     if not runs or t >= runs[-1][0]:
         return st.oper_up
     i = bisect.bisect_right(runs, t, key=_run_start) - 1
-    return None if i < 0 else bool(runs[i][2])
+    return st.trimmed_up if i < 0 else bool(runs[i][2])
+
+
+def _trim_runs(st: _PortState) -> None:
+    """Keep the newest :data:`STATUS_RUNS` runs, and the state of the last one dropped."""
+    runs = st.status
+    extra = len(runs) - STATUS_RUNS
+    if extra > 0:
+        st.trimmed_up = bool(runs[extra - 1][2])
+        del runs[:extra]
 
 
 def _run_start(run: list[Any]) -> int:
@@ -366,7 +379,10 @@ class CounterTracker:
         reset: bool,
     ) -> PortSample:
         rt = rates or _NO_RATES
-        oper = _status_at(st, r.time_ns)
+        # A reading that tells its status says it of its own time; else the status then in force.
+        oper = False if r.removed else r.oper_up
+        if oper is None:
+            oper = _status_at(st, r.time_ns)
         return PortSample._make((
             _utc(r.time_ns), r.switch, r.port,
             None if oper is None else 1 if oper else 2,
@@ -470,8 +486,7 @@ class CounterTracker:
             runs[-1][1] = t
         else:
             runs.append([t, t, up])
-            if len(runs) > STATUS_RUNS:
-                del runs[0]
+            _trim_runs(st)
         was = st.oper_up
         st.oper_up = up
         if was is None:  # the port's state is known from now on: on record, though not a transition
@@ -518,7 +533,7 @@ class CounterTracker:
                 return
             # An excursion the readings on both sides of it hid: a flap.
             runs[i : i + 1] = [[first, first, was], [t, t, up], [last, last, was]]
-            del runs[: max(0, len(runs) - STATUS_RUNS)]
+            _trim_runs(st)
             self._excursion(st, r, t, was, events)
         elif was == up:
             runs[i][1] = t  # between runs: the state before lasted longer
