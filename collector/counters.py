@@ -479,6 +479,7 @@ class CounterTracker:
                 else:
                     runs[-1][1] = min(runs[-1][1], pt - 1)
                 runs.append([pt, pt, up])
+                _trim_runs(st)
                 at = pt
             else:  # it came and went between the newest run's readings
                 self._excursion(st, r, pt, runs[-1][2], events)
