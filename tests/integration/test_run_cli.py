@@ -149,11 +149,18 @@ def test_run_serves_and_check_tells_the_scheduler(
     with urllib.request.urlopen(req, timeout=5) as r:
         assert r.status == 201
     # one uplink of 64: ECMP carries on at 98 %, so the fabric is degraded, not critical (a warning to observe)
-    _until(
-        lambda: _get(f"{api}/v1/health")[1].get("status") == "degraded",
-        30,
-        lambda: f"a degraded verdict (last: {json.dumps(_get(f'{api}/v1/health')[1])[:3000]})",
-    )
+    seen: list[str] = []  # each verdict on the way, with its incidents' places: what held it up
+
+    def degraded() -> bool:
+        health = _get(f"{api}/v1/health")[1]
+        items = _get(f"{api}/v1/incidents?state=firing")[1].get("items", [])
+        found = sorted((a.get("rule"), a.get("severity"), tuple(x["rule"] for x in a["symptoms"])) for a in items)
+        step = f"{health.get('status')} {found}"
+        if not seen or seen[-1] != step:
+            seen.append(step)
+        return health.get("status") == "degraded"
+
+    _until(degraded, 60, lambda: "a degraded verdict; verdicts seen: " + " -> ".join(seen)[-3000:])
     report = _check_says(env, config, 1)
     assert report["checks"]["oversubscription"]["status"] == "degraded"
     # the scheduler is told to watch, and the outage is one incident (late spines may add their own)
