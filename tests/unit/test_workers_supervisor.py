@@ -129,11 +129,11 @@ async def test_a_worker_that_exits_is_restarted_with_backoff_and_counted(
         task = await running(sup, stop)
         await until_ready(tmp_path, 0)
         deadline = time.monotonic() + 10
-        while sup.workers[0].restarts < 3:
+        while sup.workers[0].restarts < 3 or sup.workers[0].state != "restarting":
             assert time.monotonic() < deadline, sup.workers[0]
-            await asyncio.sleep(0.02)
-        stop.set()
-        assert await asyncio.wait_for(task, 10) is True  # nothing was running to drain
+            await asyncio.sleep(0.001)
+        stop.set()  # in its backoff (no await since it was seen there): nothing runs to drain
+        assert await asyncio.wait_for(task, 10) is True
     assert "shard 0/1: worker (pid" in caplog.text and "exited with 3; restarting in 0.05 s" in caplog.text
     text = (await sup.scrape()).decode()
     assert f'fabricmon_collector_worker_restarts_total{{shard="0"}} {float(sup.workers[0].restarts)}' in text
