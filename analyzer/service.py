@@ -299,6 +299,8 @@ class AnalyzerService:
         try:
             await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
             deposed = election is not None and not election.leader
+            if not deposed:  # a clean stop: the scheduler action in flight is recorded, not dropped
+                await self.schedulers.close()
         finally:
             for task in tasks:
                 task.cancel()  # the rounds have ended on stop; deposed, the one in progress is dropped

@@ -103,6 +103,9 @@ class SlurmExecutor:
         self.map: NodeMap = node_map(config.node_map)
         self.stats = ExecutorStats()
         self._wake = asyncio.Event()
+        self._closing = False
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     def notify(self) -> None:
         """Look for new actions now (the analyzer stored some)."""
@@ -114,9 +117,19 @@ class SlurmExecutor:
         and the plan's reads, with room to spare."""
         return 3 * self.config.command_timeout_s + 10
 
+    async def close(self, grace_s: float | None = None) -> None:
+        """Claim nothing more and wait (at most ``grace_s``, by default one lease) for the action in
+        flight to be run and recorded: cancelled between a command and its record, the audit would
+        keep the row pending and the next executor would find the work done and record nothing."""
+        self._closing = True
+        self._wake.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), self.lease_s if grace_s is None else grace_s)
+
     async def run(self) -> None:
-        """Execute actions until cancelled."""
-        while True:
+        """Execute actions until cancelled (or, after :meth:`close`, until the one in flight is done)."""
+        while not self._closing:
+            self._idle.clear()
             try:
                 busy = await self.step()
             except _DB_ERRORS as exc:
@@ -125,6 +138,8 @@ class SlurmExecutor:
             except Exception:  # a bug costs a retry of this action, never the loop
                 log.exception("scheduler actions: unexpected failure")
                 busy = False
+            finally:
+                self._idle.set()
             if busy:
                 continue
             await self._sleep()
@@ -135,6 +150,8 @@ class SlurmExecutor:
         if due is not None:
             wait = max(0.05, min(wait, (due - datetime.now(UTC)).total_seconds()))
         self._wake.clear()
+        if self._closing:  # closed while it stepped: no wait
+            return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), wait)
 

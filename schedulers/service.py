@@ -44,6 +44,11 @@ class Schedulers:
         if self.executor is not None:
             self.executor.notify()
 
+    async def close(self) -> None:
+        """A clean stop: the action in flight is run and recorded before the tasks are cancelled."""
+        if self.executor is not None:
+            await self.executor.close()
+
     async def run(self) -> None:
         """Execute and discover until cancelled (returns at once with nothing configured)."""
         tasks = []

@@ -38,7 +38,7 @@ from schedulers.config import SlurmConfig
 from schedulers.discovery import SlurmDiscovery
 from schedulers.executor import SCHEDULER, SlurmExecutor
 from schedulers.outbox import Policy, claim, list_actions, note_commands, record, renew
-from schedulers.slurm import SlurmUnavailable
+from schedulers.slurm import Operation, SlurmCommands, SlurmUnavailable
 from tests.integration.test_analyze_e2e import lab
 from tests.support.slurm import SlurmCluster, missing_programs, slurm_cluster
 
@@ -342,6 +342,39 @@ async def test_an_executor_that_dies_mid_action_does_not_drain_twice(pool: async
     assert done["status"] == "done" and done["attempts"] == 2
     assert "already drained by fabricmon" in done["result"]["srv-g1-003"]
     assert slurm.drains_logged("srv-g1-003") == 1
+
+
+class _Watched(SlurmCommands):
+    """Slurm's own commands, telling the test when one has run (and taking a moment after it)."""
+
+    def __init__(self, config: SlurmConfig) -> None:
+        super().__init__(config)
+        self.ran = asyncio.Event()
+
+    async def execute(self, op: Operation) -> None:
+        await super().execute(op)
+        self.ran.set()
+        await asyncio.sleep(0.5)  # the window between the command and its record
+
+
+async def test_a_clean_stop_records_the_action_in_flight(pool: asyncpg.Pool, slurm: SlurmCluster) -> None:
+    """Stopped between scontrol and the audit row, the executor first records what it ran: the
+    resume of a clean shutdown is in GET /v1/actions with its node, not left pending for the next
+    executor to find done and record as nothing."""
+    client = _Watched(config(slurm))
+    executor = SlurmExecutor(pool, config(slurm), client=client)
+    await sync(pool, [server_link(3)], datetime.now(UTC), POLICY)
+    task = asyncio.create_task(executor.run())
+    try:
+        await asyncio.wait_for(client.ran.wait(), 30)
+        await executor.close()
+        await asyncio.wait_for(task, 5)  # closed: it returns by itself
+    finally:
+        task.cancel()
+    (drain,) = await actions(pool)
+    assert (drain["action"], drain["status"], drain["nodes"]) == ("drain", "done", ["srv-g1-003"]), drain
+    assert slurm.node("srv-g1-003").drained and slurm.drains_logged("srv-g1-003") == 1
+    assert executor.stats.executed == 1
 
 
 async def test_dry_run_changes_nothing_in_slurm(pool: asyncpg.Pool, slurm: SlurmCluster) -> None:
