@@ -88,3 +88,15 @@ async def outbox_counts(pool: Pool) -> list[dict[str, Any]]:
            WHERE status IN ('pending', 'failed') GROUP BY webhook, status ORDER BY 1, 2"""
     )
     return [{"webhook": r["webhook"], "status": r["status"], "count": r["n"]} for r in rows]
+
+
+async def deliveries_of(pool: Pool, alert_id: int) -> list[dict[str, Any]]:
+    """An incident's webhook deliveries, oldest first: ``[{time, webhook, event, status, attempts,
+    delivered_at, last_error}]`` (the receiver by its key, never its URL or secret)."""
+    rows = await pool.fetch(
+        "SELECT created_at AS time, webhook, event, status, attempts, delivered_at, last_error "
+        "FROM webhook_deliveries WHERE alert_id = $1 ORDER BY seq",
+        alert_id,
+    )
+    return [dict(r) for r in rows]
+

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -115,11 +116,21 @@ async def assess(
 
 
 async def store_run(conn: Connection, ev: Evaluation, report: dict[str, Any]) -> None:
-    """Keep the oversubscription series and the run's verdict."""
+    """Keep the oversubscription series, the rail and SLO history the dashboard charts, and the
+    run's verdict."""
     ratios = ev.results.ratios
     rows = [
         (ev.at, r.scope, r.name, r.down_gbps, r.up_gbps, None if r.up_gbps == 0 else r.ratio, r.design_ratio)
         for r in ratios
+    ]
+    rails = [
+        (ev.at, r["rail"], r["design_gbps"], r["live_gbps"], r["bottleneck_fraction"], r["load_gbps"])
+        for r in report["rails"]
+    ]
+    slos = [
+        (ev.at, o["name"], o["current"], o["target"], o["error_budget_remaining"])
+        for o in report["slo"]
+        if all(isinstance(o[k], int | float) and math.isfinite(o[k]) for k in ("current", "error_budget_remaining"))
     ]
     async with conn.transaction():
         if rows:
@@ -127,6 +138,16 @@ async def store_run(conn: Connection, ev: Evaluation, report: dict[str, Any]) ->
                 "oversubscription",
                 records=rows,
                 columns=["time", "scope", "name", "down_gbps", "up_gbps", "ratio", "design_ratio"],
+            )
+        if rails:
+            await conn.copy_records_to_table(
+                "rail_history",
+                records=rails,
+                columns=["time", "rail", "design_gbps", "live_gbps", "bottleneck_fraction", "load_gbps"],
+            )
+        if slos:
+            await conn.copy_records_to_table(
+                "slo_history", records=slos, columns=["time", "objective", "current", "target", "budget_remaining"]
             )
         await conn.execute(
             "INSERT INTO analyzer_runs (time, status, duration_s, findings, report) VALUES ($1, $2, $3, $4, $5::jsonb) "

@@ -142,6 +142,25 @@ class SeriesQuery(Query):
     to: TimeParam | None = Field(None, description="default: now")
     step: DurationParam | None = Field(None, description="bucket width; default: about 300 points")
     agg: Literal["avg", "max", "min"] = "avg"
+    priority: Annotated[int, Field(ge=0, le=7), BeforeValidator(_whole)] | None = Field(
+        None, description="PFC metrics only: one priority's pause rate (ports that report per-priority PFC)"
+    )
+
+
+class HistoryQuery(Query):
+    from_: TimeParam | None = Field(
+        None, alias="from", description="default: `to` minus six hours (or the first evaluation, if later)"
+    )
+    to: TimeParam | None = Field(None, description="default: now")
+    step: DurationParam | None = Field(None, description="bucket width; default: about 300 points")
+    rail: Annotated[int, Field(ge=1, le=64), BeforeValidator(_whole)] | None = Field(
+        None, description="one rail: its roll-up ratios instead of the fabric's, and only its figures"
+    )
+
+
+class SparklineQuery(Query):
+    metric: Metric = "in_bps"
+    minutes: Annotated[int, Field(ge=1, le=1440), BeforeValidator(_whole)] = 60
 
 
 class SwitchPath(Query):

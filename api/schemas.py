@@ -356,10 +356,21 @@ class IncidentEventOut(Model):
     symptoms: int = Field(ge=0)
 
 
+class DeliveryOut(Model):
+    time: datetime = Field(description="when the transition stored it")
+    webhook: str = Field(description="the receiver's key (a hash of its URL)")
+    event: Literal["alert.firing", "alert.resolved"]
+    status: Literal["pending", "delivered", "failed"]
+    attempts: int
+    delivered_at: datetime | None
+    last_error: str | None
+
+
 class IncidentOut(AlertOut):
-    """One incident with its timeline."""
+    """One incident with its timeline and its webhook deliveries."""
 
     timeline: list[IncidentEventOut]
+    deliveries: list[DeliveryOut] = []
 
 
 # --- jobs -----------------------------------------------------------------------------------
@@ -425,6 +436,40 @@ class JobHealthOut(Model):
     efficiency_loss: float
     remaining_days: float
     interruption_probability: float
+
+
+# --- history ---------------------------------------------------------------------------------
+
+
+class RailHistoryOut(Model):
+    rail: int
+    capacity_fraction: list[float | None] = Field(description="live/design uplink capacity of the whole rail")
+    bottleneck_fraction: list[float | None] = Field(description="live/design uplinks of its weakest switch")
+    load_gbps: list[float | None]
+
+
+class HistoryOut(Model):
+    start: datetime
+    end: datetime
+    step_s: float
+    rail: int | None
+    times: list[float] = Field(description="bucket starts, unix seconds; every series below is aligned with it")
+    status: list[Status | None] = Field(description="the worst verdict in each bucket; null: no evaluation")
+    ratio: dict[str, list[float | None]] = Field(
+        description="down:up ratio, highest in the bucket: `all` (the worst tier) and per tier (leaf, spine, ...)"
+    )
+    rails: list[RailHistoryOut]
+    error_budget_remaining: dict[str, list[float | None]] = Field(
+        description="per objective, the lowest budget left in the bucket (fabric-wide history only)"
+    )
+
+
+class SparklinesOut(Model):
+    switch: str
+    metric: str
+    step_s: float
+    times: list[float]
+    ports: dict[str, list[float | None]]
 
 
 # --- series ---------------------------------------------------------------------------------

@@ -47,6 +47,8 @@ def hypertables(config: RetentionConfig) -> list[HypertableRetention]:
         HypertableRetention("switch_reachability", config.reachability_days, "switch"),
         HypertableRetention("oversubscription", config.oversubscription_days, "scope, name"),
         HypertableRetention("analyzer_runs", config.analyzer_runs_days, "status"),
+        HypertableRetention("rail_history", config.oversubscription_days, "rail"),
+        HypertableRetention("slo_history", config.oversubscription_days, "objective"),
     ]
 
 

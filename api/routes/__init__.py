@@ -8,7 +8,20 @@ the explicit list of every resource module's endpoints (no discovery).
 
 from __future__ import annotations
 
-from api.routes import actions, alerts, dashboard, health, jobs, metrics, openapi, rails, series, slo, switches
+from api.routes import (
+    actions,
+    alerts,
+    dashboard,
+    health,
+    history,
+    jobs,
+    metrics,
+    openapi,
+    rails,
+    series,
+    slo,
+    switches,
+)
 from api.routes.base import Endpoint
 
 ENDPOINTS: tuple[Endpoint, ...] = (
@@ -20,6 +33,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *actions.ENDPOINTS,
     *jobs.ENDPOINTS,
     *series.ENDPOINTS,
+    *history.ENDPOINTS,
     *metrics.ENDPOINTS,
     *openapi.ENDPOINTS,
     *dashboard.ENDPOINTS,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from analyzer.alerts import ack_alert, get_alert, incident_timeline, list_alerts
+from analyzer.outbox import deliveries_of
 from api.inputs import AckIn, AlertPath, AlertsQuery
 from api.problems import NotFound
 from api.routes.base import POOL, Endpoint, Refusal, parse_body, parse_path, parse_query, respond
@@ -47,7 +48,8 @@ async def incident(request: web.Request) -> web.Response:
     if row is None:
         raise NotFound(f"no incident with id {alert_id}", kind="unknown-alert")
     timeline = await incident_timeline(pool, alert_id)
-    return respond(IncidentOut.model_validate({**row.as_json(), "timeline": timeline}))
+    deliveries = await deliveries_of(pool, alert_id)
+    return respond(IncidentOut.model_validate({**row.as_json(), "timeline": timeline, "deliveries": deliveries}))
 
 
 INCIDENTS_DOC = (
@@ -93,7 +95,7 @@ ENDPOINTS = (
         "GET",
         "/v1/incidents/{id}",
         incident,
-        "One incident with its timeline (opened, escalated, changed, resolved)",
+        "One incident with its timeline (opened, escalated, changed, resolved) and webhook deliveries",
         IncidentOut,
         path_model=AlertPath,
         errors=(404,),

@@ -74,19 +74,23 @@ _PFC_AGG = {
 }
 
 
-def _pfc_sql(metric: str, agg: str, one_port: bool, heartbeat_s: float = 0.0) -> str:
+def _pfc_sql(metric: str, agg: str, one_port: bool, heartbeat_s: float = 0.0, priority: int | None = None) -> str:
     col = PFC_COLUMN[metric]
     port = _PORT_FILTER[one_port]
+    if priority is None:  # per-priority rows summed, else the total
+        value = f"""CASE WHEN bool_or(priority >= 0) THEN sum({col}) FILTER (WHERE priority >= 0)
+                ELSE sum({col}) FILTER (WHERE priority = -1) END"""
+        rows = ""
+    else:  # one priority, on the ports that report it
+        value, rows = f"sum({col})", f"AND priority = {int(priority)}"
     return f"""
-WITH s AS (  -- one value per stored (time, port): per-priority rows summed, else the total
-    SELECT time, port,
-           CASE WHEN bool_or(priority >= 0) THEN sum({col}) FILTER (WHERE priority >= 0)
-                ELSE sum({col}) FILTER (WHERE priority = -1) END AS v
-    FROM pfc_counters WHERE switch = $2 AND time >= $3 AND time < $4 {port}
+WITH s AS (  -- one value per stored (time, port)
+    SELECT time, port, {value} AS v
+    FROM pfc_counters WHERE switch = $2 AND time >= $3 AND time < $4 {port} {rows}
     GROUP BY time, port),
 pfc_ports AS (  -- ports that report PFC: a row in the range, or a heartbeat's worth before it
     SELECT DISTINCT port FROM pfc_counters
-    WHERE switch = $2 AND time >= $3 - interval '1 second' * {float(heartbeat_s)!r} AND time < $4 {port}),
+    WHERE switch = $2 AND time >= $3 - interval '1 second' * {float(heartbeat_s)!r} AND time < $4 {port} {rows}),
 m AS (
     SELECT time_bucket($1::interval, time) AS b, port, count(*) AS samples
     FROM port_counters WHERE switch = $2 AND time >= $3 AND time < $4 {port} AND port IN (SELECT port FROM pfc_ports)
@@ -159,7 +163,13 @@ async def series(request: web.Request) -> web.Response:
         ):
             raise NotFound(f"switch {q.switch} has no port named {q.port!r}", kind="unknown-port")
         heartbeat_s = request.app[CONFIG].collector.pfc_heartbeat_s
-        build = functools.partial(_pfc_sql, heartbeat_s=heartbeat_s) if q.metric in PFC_COLUMN else _port_sql
+        if q.priority is not None and q.metric not in PFC_COLUMN:
+            raise Unprocessable("priority applies to the PFC metrics only", kind="priority-not-pfc")
+        build = (
+            functools.partial(_pfc_sql, heartbeat_s=heartbeat_s, priority=q.priority)
+            if q.metric in PFC_COLUMN
+            else _port_sql
+        )
         args: list[object] = [timedelta(seconds=step), q.switch, start, end]
         if q.port is not None:
             args.append(q.port)
@@ -199,6 +209,7 @@ ENDPOINTS = (
                 f"`to` - `from` is over {MAX_RANGE.days} days for one port, or over {MAX_RANGE_SWITCH.days} day "
                 "for a whole switch (no `port`)",
             ),
+            Refusal(422, "priority-not-pfc", "`priority` is given with a metric that is not a PFC pause rate"),
             Refusal(422, "too-many-points", f"(`to` - `from`) / `step` is over {MAX_POINTS:,} buckets"),
             UNKNOWN_SWITCH,
             Refusal(404, "unknown-port", "the switch has no port of that name"),

@@ -26,7 +26,7 @@ from aiohttp import web
 from analyzer.service import AnalyzerService
 from collector.pipeline import Pipeline
 from config.model import Config
-from fabric.model import FabricParams
+from fabric.model import Fabric, FabricParams
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState
 from simulator.feed import feed_rounds
@@ -57,21 +57,45 @@ class Seeded:
     report: dict[str, Any]
 
 
-async def seed(dsn: str, *, rounds: int = 4, faults: list[dict[str, Any]] | None = None) -> Seeded:
-    """Migrate, load the fabric, feed ``rounds`` samples ending now, evaluate once, sync alerts."""
+async def seed(
+    dsn: str,
+    *,
+    rounds: int = 4,
+    faults: list[dict[str, Any]] | None = None,
+    evaluate_every: int = 0,
+    fabric: Fabric = FABRIC,
+) -> Seeded:
+    """Migrate, load the fabric, feed ``rounds`` samples ending now, evaluate once, sync alerts.
+
+    ``evaluate_every`` = k > 0: the analyzer also evaluates after every k-th round, at that
+    round's time, as a running analyzer would have, so the history tables hold a series."""
     pool = await create_pool(dsn)
     try:
         async with pool.acquire() as conn:
             await migrate(conn)
-            await ensure_fabric(conn, FABRIC)
+            await ensure_fabric(conn, fabric)
         clock = [time.time_ns() - rounds * 10 * S]
-        state = FabricState(FABRIC, seed=7, clock=lambda: clock[0])
-        pipe = Pipeline(pool, FABRIC)
+        state = FabricState(fabric, seed=7, clock=lambda: clock[0])
+        pipe = Pipeline(pool, fabric)
         pipe.start()
-        await feed_rounds(state, pipe, clock, rounds, FAULTS if faults is None else faults)
+        service = AnalyzerService(CONFIG, fabric, pool)
+        chosen = FAULTS if faults is None else faults
+        if evaluate_every <= 0:
+            await feed_rounds(state, pipe, clock, rounds, chosen)
+        else:
+            done = 0
+            while done < rounds:
+                n = min(evaluate_every, rounds - done)
+                # feed_rounds applies faults after its own second round: as in one call from the start
+                await feed_rounds(state, pipe, clock, n, chosen if done == 0 else ())
+                done += n
+                if done < rounds:
+                    for w in pipe.writers:
+                        await w.flush(force=True)
+                    await service.evaluate_once(datetime.fromtimestamp(clock[0] / 1e9, tz=UTC), confirm=False)
         await pipe.close()
         now = datetime.fromtimestamp(clock[0] / 1e9, tz=UTC)
-        report = await AnalyzerService(CONFIG, FABRIC, pool).evaluate_once(now, confirm=False)
+        report = await service.evaluate_once(now, confirm=False)
         return Seeded(dsn, now, report)
     finally:
         await pool.close()

@@ -1,0 +1,99 @@
+// Time-series charts on uPlot (vendor/uplot, loaded before this module as window.uPlot).
+// Each chart keeps the exact API URLs it drew and their data, so a test can compare the points
+// with the API, and the incident windows it shades.
+
+import { el } from "./core.js";
+
+const PALETTE = ["#5aa9ff", "#f0b13c", "#e0483f", "#2e9d5b", "#b07cff", "#4cc9c0", "#ff7eb6", "#c0c850"];
+export const registry = (window.fabricmon = window.fabricmon || { charts: {}, renders: [] });
+
+// Shade [start, end] windows (unix seconds) behind the lines: the incidents on this element.
+function shadePlugin(windows) {
+  return {
+    hooks: {
+      drawClear: [
+        (u) => {
+          const { ctx } = u;
+          const { top, height } = u.bbox;
+          ctx.save();
+          ctx.fillStyle = "rgba(224, 72, 63, 0.18)";
+          for (const w of windows) {
+            const x0 = u.valToPos(Math.max(w.start, u.scales.x.min), "x", true);
+            const x1 = u.valToPos(Math.min(w.end, u.scales.x.max), "x", true);
+            if (x1 > x0) ctx.fillRect(x0, top, x1 - x0, height);
+          }
+          ctx.restore();
+        },
+      ],
+    },
+  };
+}
+
+// A chart of aligned series: times (unix s) and one array per series, nulls are gaps.
+export function timeChart(id, target, { title, times, series, shade = [], sources = [], yfmt, height = 180, range }) {
+  const width = Math.max(240, target.clientWidth || 600);
+  const opts = {
+    title,
+    width,
+    height,
+    tzDate: (ts) => window.uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"),
+    cursor: { drag: { x: true, y: false } },
+    scales: { x: { time: true, ...(range ? { range: () => range } : {}) } },
+    axes: [
+      { stroke: "#8a99ab", grid: { stroke: "#263140" } },
+      { stroke: "#8a99ab", grid: { stroke: "#263140" }, size: 60, values: yfmt ? (u, vals) => vals.map(yfmt) : undefined },
+    ],
+    series: [
+      {},
+      ...series.map((s, i) => ({
+        label: s.label,
+        stroke: s.color || PALETTE[i % PALETTE.length],
+        width: 1.5,
+        spanGaps: false,
+        value: yfmt ? (u, v) => (v === null || v === undefined ? "–" : yfmt(v)) : undefined,
+      })),
+    ],
+    plugins: [shadePlugin(shade)],
+  };
+  const data = [times, ...series.map((s) => s.values)];
+  const box = el("div", { class: "chart", "data-chart": id });
+  target.append(box);
+  const plot = new window.uPlot(opts, data, box);
+  registry.charts[id] = { sources, data, shade, labels: series.map((s) => s.label) };
+  return plot;
+}
+
+// A small line for a table cell: no axes, no legend.
+export function sparkline(target, times, values) {
+  const opts = {
+    width: 120,
+    height: 26,
+    pxAlign: false,
+    cursor: { show: false },
+    select: { show: false },
+    legend: { show: false },
+    scales: { x: { time: false } },
+    axes: [{ show: false }, { show: false }],
+    series: [{}, { stroke: PALETTE[0], width: 1 }],
+  };
+  return new window.uPlot(opts, [times, values], target);
+}
+
+// /v1/series bodies (points of ISO times) as aligned columns.
+export function alignSeries(bodies) {
+  const times = [...new Set(bodies.flatMap((b) => b.points.map((p) => Date.parse(p.time) / 1000)))].sort((a, b) => a - b);
+  const index = new Map(times.map((t, i) => [t, i]));
+  const columns = bodies.map((b) => {
+    const col = new Array(times.length).fill(null);
+    for (const p of b.points) col[index.get(Date.parse(p.time) / 1000)] = p.value;
+    return col;
+  });
+  return { times, columns };
+}
+
+export const incidentWindows = (incidents) =>
+  incidents.map((a) => ({
+    id: a.id,
+    start: Date.parse(a.started_at) / 1000,
+    end: (a.ended_at ? Date.parse(a.ended_at) : Date.now()) / 1000,
+  }));

@@ -1,0 +1,204 @@
+"""The fabric's history for the dashboard's charts: ``GET /v1/history?from=&to=&step=&rail=`` and
+``GET /v1/switches/{name}/sparklines?metric=&minutes=``.
+
+Without ``from``, the range is the last six hours, or since the first evaluation when the
+database is younger. ``/v1/history`` reads what the analyzer stores with every verdict (analyzer/service.py's
+``store_run``): the verdict's status (``analyzer_runs``), the fabric's (or with ``rail``, that
+rail's) down:up ratio per tier and overall (``oversubscription`` roll-ups), each rail's live
+capacity, weakest-switch fraction and load (``rail_history``) and each objective's error budget
+left (``slo_history``). Small rows, read by their primary keys: a day of a 16K-GPU fabric is a
+few thousand rows per series.
+
+The body is columnar, one array per series aligned with ``times`` (unix seconds, bucket start),
+which is what a chart library draws without reshaping. A bucket without an evaluation is null,
+so a gap in the analyzer's history shows as a gap, never as a line drawn across it. Per bucket:
+the worst status, the highest ratio, the lowest capacity and budget, the mean load.
+
+``/sparklines`` is one port-by-port query for a switch's ports table: 30 buckets of one metric
+per port over the last ``minutes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from aiohttp import web
+
+from api.inputs import HistoryQuery, SparklineQuery, SwitchPath
+from api.problems import NotFound, Unprocessable
+from api.routes.base import CONFIG, POOL, UNKNOWN_SWITCH, Endpoint, Refusal, now, parse_path, parse_query, respond
+from api.routes.series import MAX_RANGE, PORT_EXPR, choose_step, parse_duration, parse_time
+from api.schemas import HistoryOut, RailHistoryOut, SparklinesOut
+
+MAX_BUCKETS = 2_000
+SPARK_POINTS = 30
+DEFAULT_SPAN = timedelta(hours=6)
+_STATUS_RANK = {"healthy": 0, "degraded": 1, "critical": 2}
+_STATUS_NAME = {v: k for k, v in _STATUS_RANK.items()}
+
+_STATUS_SQL = """
+SELECT time_bucket($1::interval, time) AS b,
+       max(CASE status WHEN 'critical' THEN 2 WHEN 'degraded' THEN 1 ELSE 0 END) AS v
+FROM analyzer_runs WHERE time >= $2 AND time < $3 GROUP BY b"""
+# an infinite ratio (nothing up) is stored as NULL: it wins the bucket as null
+_RATIO_SQL = """
+SELECT name, time_bucket($1::interval, time) AS b,
+       CASE WHEN bool_or(ratio IS NULL) THEN NULL ELSE max(ratio) END AS v
+FROM oversubscription
+WHERE scope = $4 AND name = ANY($5::text[]) AND time >= $2 AND time < $3 GROUP BY name, b"""
+_RAILS_SQL = """
+SELECT rail, time_bucket($1::interval, time) AS b,
+       min(live_gbps / nullif(design_gbps, 0)) AS capacity, min(bottleneck_fraction) AS bottleneck,
+       avg(load_gbps) AS load
+FROM rail_history WHERE time >= $2 AND time < $3 AND ($4::int IS NULL OR rail = $4) GROUP BY rail, b"""
+_SLO_SQL = """
+SELECT objective, time_bucket($1::interval, time) AS b, min(budget_remaining) AS v
+FROM slo_history WHERE time >= $2 AND time < $3 GROUP BY objective, b"""
+_TIERS = ("leaf", "spine", "superspine")
+_SPARK_SQL = """
+SELECT port, time_bucket($1::interval, time) AS b, avg({expr}) AS v
+FROM port_counters WHERE switch = $2 AND time >= $3 AND time < $4 GROUP BY port, b"""
+
+
+def _range(q: HistoryQuery, floor_s: float, first: datetime | None) -> tuple[datetime, datetime, float]:
+    end = parse_time(q.to, "to") if q.to is not None else now()
+    start = parse_time(q.from_, "from") if q.from_ is not None else end - DEFAULT_SPAN
+    if q.from_ is None and first is not None and start < first < end:
+        start = first  # a young database: the chart spans the history there is
+    if start >= end:
+        raise Unprocessable("from must be before to", kind="bad-range")
+    if end - start > MAX_RANGE:
+        raise Unprocessable(f"the range may span at most {MAX_RANGE.days} days", kind="range-too-long")
+    span = (end - start).total_seconds()
+    step = choose_step(span, floor_s) if q.step is None else parse_duration(q.step)
+    if span / step > MAX_BUCKETS:
+        raise Unprocessable(
+            f"{int(span // step) + 1} buckets requested, at most {MAX_BUCKETS:,} allowed: "
+            f"use step >= {int(span // MAX_BUCKETS) + 1}s",
+            kind="too-many-points",
+        )
+    return start, end, step
+
+
+#: ``time_bucket``'s default origin for timestamptz (a Monday, midnight UTC).
+BUCKET_ORIGIN = 946_857_600.0
+
+
+def bucket_times(start: datetime, end: datetime, step_s: float) -> list[float]:
+    """The unix times of the buckets ``time_bucket`` gives over [start, end)."""
+    first = BUCKET_ORIGIN + (start.timestamp() - BUCKET_ORIGIN) // step_s * step_s
+    out, t = [], first
+    while t < end.timestamp():
+        out.append(t)
+        t += step_s
+    return out
+
+
+def _column(rows: Iterable[Any], index: dict[float, int], key: str = "v") -> list[float | None]:
+    col: list[float | None] = [None] * len(index)
+    for r in rows:
+        i = index.get(r["b"].timestamp())
+        if i is not None and r[key] is not None:
+            col[i] = round(float(r[key]), 6)
+    return col
+
+
+def _split(rows: Sequence[Any], by: str) -> dict[Any, list[Any]]:
+    out: dict[Any, list[Any]] = {}
+    for r in rows:
+        out.setdefault(r[by], []).append(r)
+    return out
+
+
+async def history(request: web.Request) -> web.Response:
+    q = parse_query(request, HistoryQuery)
+    config = request.app[CONFIG]
+    scope, name = ("fabric", "fabric") if q.rail is None else ("rail", f"rail-{q.rail}")
+    names = [name, *(f"{name}/{tier}" for tier in _TIERS)]
+    async with request.app[POOL].acquire() as conn, conn.transaction(readonly=True):
+        await conn.execute("SET LOCAL statement_timeout = 10000")
+        first = await conn.fetchval("SELECT min(time) FROM analyzer_runs")
+        start, end, step = _range(q, config.analyzer.interval_s, first)
+        times = bucket_times(start, end, step)
+        index = {t: i for i, t in enumerate(times)}
+        args = (timedelta(seconds=step), start, end)
+        status_rows = await conn.fetch(_STATUS_SQL, *args)
+        ratio_rows = _split(await conn.fetch(_RATIO_SQL, *args, scope, names), "name")
+        rail_rows = _split(await conn.fetch(_RAILS_SQL, *args, q.rail), "rail")
+        slo_rows = _split(await conn.fetch(_SLO_SQL, *args), "objective") if q.rail is None else {}
+    status = [None if v is None else _STATUS_NAME[int(v)] for v in _column(status_rows, index)]
+    ratios = {"all": _column(ratio_rows.get(name, []), index)}
+    ratios |= {t: _column(ratio_rows[f"{name}/{t}"], index) for t in _TIERS if f"{name}/{t}" in ratio_rows}
+    rails = [
+        RailHistoryOut(
+            rail=rail,
+            capacity_fraction=_column(rows, index, "capacity"),
+            bottleneck_fraction=_column(rows, index, "bottleneck"),
+            load_gbps=_column(rows, index, "load"),
+        )
+        for rail, rows in sorted(rail_rows.items())
+    ]
+    return respond(
+        HistoryOut(
+            start=start,
+            end=end,
+            step_s=step,
+            rail=q.rail,
+            times=times,
+            status=status,
+            ratio=ratios,
+            rails=rails,
+            error_budget_remaining={k: _column(v, index) for k, v in sorted(slo_rows.items())},
+        )
+    )
+
+
+async def sparklines(request: web.Request) -> web.Response:
+    name = parse_path(request, SwitchPath).name
+    q = parse_query(request, SparklineQuery)
+    if q.metric not in PORT_EXPR:
+        raise Unprocessable("sparklines show the port_counters metrics (not the PFC pause rates)", kind="bad-metric")
+    end = now()
+    start = end - timedelta(minutes=q.minutes)
+    step = max(1.0, q.minutes * 60 / SPARK_POINTS)
+    times = bucket_times(start, end, step)
+    index = {t: i for i, t in enumerate(times)}
+    async with request.app[POOL].acquire() as conn:
+        if await conn.fetchval("SELECT 1 FROM switches WHERE name = $1", name) is None:
+            raise NotFound(f"no switch named {name!r}", kind="unknown-switch")
+        rows = await conn.fetch(_SPARK_SQL.format(expr=PORT_EXPR[q.metric]), timedelta(seconds=step), name, start, end)
+    ports = {p: _column(r, index) for p, r in sorted(_split(rows, "port").items())}
+    return respond(SparklinesOut(switch=name, metric=q.metric, step_s=step, times=times, ports=ports))
+
+
+ENDPOINTS = (
+    Endpoint(
+        "GET",
+        "/v1/history",
+        history,
+        "The fabric (or one rail) over time: verdict status, down:up ratios, rail capacity and load, SLO budgets",
+        HistoryOut,
+        query=HistoryQuery,
+        tag="series",
+        description=__doc__ or "",
+        refusals=(
+            Refusal(422, "bad-range", "`from` is not before `to` (`to` defaults to now, `from` to `to` minus 6 h)"),
+            Refusal(422, "range-too-long", f"`to` - `from` is over {MAX_RANGE.days} days"),
+            Refusal(422, "too-many-points", f"(`to` - `from`) / `step` is over {MAX_BUCKETS:,} buckets"),
+        ),
+    ),
+    Endpoint(
+        "GET",
+        "/v1/switches/{name}/sparklines",
+        sparklines,
+        f"One metric per port of a switch, {SPARK_POINTS} buckets over the last `minutes`",
+        SparklinesOut,
+        path_model=SwitchPath,
+        query=SparklineQuery,
+        errors=(404,),
+        tag="series",
+        refusals=(UNKNOWN_SWITCH, Refusal(422, "bad-metric", "a PFC pause rate was asked for")),
+    ),
+)
