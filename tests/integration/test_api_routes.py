@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -303,9 +304,10 @@ async def test_metrics(client: Client) -> None:
 
 async def test_dashboard_openapi_and_unknown_routes(client: Client) -> None:
     page = await client.get("/")
-    assert page.status == 200 and "text/html" in page.content_type and "heatmap" in await page.text()
-    js = await client.get("/dashboard/dashboard.js")
-    assert js.status == 200
+    assert page.status == 200 and "text/html" in page.content_type and "/dashboard/app.js" in await page.text()
+    for asset in ("app.js", "core.js", "charts.js", "map.js", "views/port.js", "vendor/uplot/uPlot.iife.min.js"):
+        js = await client.get(f"/dashboard/{asset}")
+        assert js.status == 200 and "javascript" in js.content_type, asset  # ES modules need a JS type
     spec = await get_json(client, "/openapi.json")
     assert spec["openapi"].startswith("3.1")
     routes = {(m.upper(), p) for p, ops in spec["paths"].items() for m in ops}
@@ -342,3 +344,53 @@ async def test_before_the_first_evaluation(fresh_db: str) -> None:
             assert (await c.get("/healthz")).status == 200
     finally:
         await pool.close()
+
+
+async def test_history_is_columnar_and_aligned(client: Client, seeded: Seeded) -> None:
+    h = await get_json(client, "/v1/history")
+    n = len(h["times"])
+    assert n >= 1 and h["times"] == sorted(h["times"]) and h["rail"] is None
+    # a young database: the range starts at its first evaluation, not six hours back
+    assert datetime.fromisoformat(h["start"]) == seeded.evaluated_at
+    assert len(h["status"]) == n and "critical" in h["status"]
+    assert set(h["ratio"]) >= {"all", "leaf", "spine"} and all(len(v) == n for v in h["ratio"].values())
+    assert [r["rail"] for r in h["rails"]] == list(range(1, 9))
+    rail3 = next(r for r in h["rails"] if r["rail"] == 3)
+    assert min(v for v in rail3["bottleneck_fraction"] if v is not None) < 1.0  # the leaf uplink down
+    assert "link_availability" in h["error_budget_remaining"]
+
+    one = await get_json(client, "/v1/history?rail=3")
+    assert [r["rail"] for r in one["rails"]] == [3] and one["error_budget_remaining"] == {}
+    assert max(v for v in one["ratio"]["all"] if v is not None) > 1.0  # rail 3's leaves lost uplink capacity
+
+    end = seeded.evaluated_at.timestamp() + 5
+    week = await get_json(client, f"/v1/history?from={end - 7 * 86400:.0f}&to={end:.0f}")
+    assert week["step_s"] >= 7 * 86400 / 2000 and sum(s is not None for s in week["status"]) == 1
+    await problem(client, "GET", f"/v1/history?from={end:.0f}&to={end - 60:.0f}", 422)
+    assert (await problem(client, "GET", f"/v1/history?from={end - 86400:.0f}&to={end:.0f}&step=1s", 422))[
+        "type"
+    ].endswith("too-many-points")
+    assert (await problem(client, "GET", f"/v1/history?from={end - 40 * 86400:.0f}&to={end:.0f}", 422))[
+        "type"
+    ].endswith("range-too-long")
+
+
+async def test_sparklines_one_row_per_port(client: Client) -> None:
+    body = await get_json(client, f"/v1/switches/{DOWN_LEAF}/sparklines?minutes=10")
+    assert len(body["ports"]) == 32 and all(len(v) == len(body["times"]) for v in body["ports"].values())
+    assert body["step_s"] == 20.0
+    assert any(v is not None and v > 1e9 for v in body["ports"]["swp1"])
+    await problem(client, "GET", f"/v1/switches/{DOWN_LEAF}/sparklines?metric=pfc_rx_pause_pps", 422)
+    await problem(client, "GET", "/v1/switches/nope/sparklines", 404)
+
+
+async def test_pfc_series_of_one_priority(client: Client) -> None:
+    base = f"/v1/series?switch={STORM_LEAF}&port={STORM_PORT}&metric=pfc_tx_pause_pps"
+    storm = await get_json(client, f"{base}&priority=3")  # the storm's priority
+    other = await get_json(client, f"{base}&priority=4")
+    total = await get_json(client, base)
+    assert max(p["value"] or 0 for p in storm["points"]) > 1000
+    assert all((p["value"] or 0) == 0 for p in other["points"])
+    assert [p["value"] for p in storm["points"]] == [p["value"] for p in total["points"]]  # one priority paused
+    body = await problem(client, "GET", f"/v1/series?switch={STORM_LEAF}&metric=in_bps&priority=3", 422)
+    assert body["type"].endswith("priority-not-pfc")

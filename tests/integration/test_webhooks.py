@@ -29,7 +29,7 @@ from analyzer.config import WebhookConfig
 from analyzer.findings import Finding
 from analyzer.incidents import Incident, correlate
 from analyzer.links import links_scope
-from analyzer.outbox import webhook_key
+from analyzer.outbox import deliveries_of, webhook_key
 from analyzer.payloads import ZERO_TIME, verify_signature
 from analyzer.webhooks import WebhookSender
 from api.app import create_app
@@ -257,6 +257,11 @@ async def test_receiver_down_then_back_gets_everything_once(pool: asyncpg.Pool, 
     for _, event, alert_id in rx.order:
         seen.setdefault(alert_id, []).append(event)
     assert sorted(seen.values()) == sorted([["alert.firing", "alert.resolved"]] * 3 + [["alert.firing"]] * 3)
+    # an incident's view lists its deliveries, in order, as they ended
+    (resolved_one, *_) = [a for a, events in seen.items() if len(events) == 2]
+    shown = await deliveries_of(pool, resolved_one)
+    assert [(d["event"], d["status"]) for d in shown] == [("alert.firing", "delivered"), ("alert.resolved", "delivered")]
+    assert all(d["attempts"] >= 2 and d["webhook"] == webhook_key(hook) for d in shown)
 
 
 async def test_slow_receiver_delays_no_other(pool: asyncpg.Pool, receivers: Any) -> None:
