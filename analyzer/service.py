@@ -149,14 +149,18 @@ async def store_run(conn: Connection, ev: Evaluation, report: dict[str, Any]) ->
             await conn.copy_records_to_table(
                 "slo_history", records=slos, columns=["time", "objective", "current", "target", "budget_remaining"]
             )
+        finite = [r for r in ratios if r.scope == "switch" and r.up_gbps > 0]
+        worst = max(finite, key=lambda r: r.ratio, default=None)
         await conn.execute(
-            "INSERT INTO analyzer_runs (time, status, duration_s, findings, report) VALUES ($1, $2, $3, $4, $5::jsonb) "
-            "ON CONFLICT (time) DO NOTHING",
+            "INSERT INTO analyzer_runs (time, status, duration_s, findings, report, worst_ratio, worst_switch) "
+            "VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7) ON CONFLICT (time) DO NOTHING",
             ev.at,
             report["status"],
             ev.duration_s,
             len(ev.all_findings),
             dumps(report).decode(),  # strict JSON: an infinite ratio (no uplink left) is null
+            None if worst is None else worst.ratio,
+            None if worst is None else worst.name,
         )
 
 

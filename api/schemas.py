@@ -456,7 +456,8 @@ class HistoryOut(Model):
     times: list[float] = Field(description="bucket starts, unix seconds; every series below is aligned with it")
     status: list[Status | None] = Field(description="the worst verdict in each bucket; null: no evaluation")
     ratio: dict[str, list[float | None]] = Field(
-        description="down:up ratio, highest in the bucket: `all` (the worst tier) and per tier (leaf, spine, ...)"
+        description="down:up ratio, highest in the bucket: `all` (the roll-up's worst tier), per tier (leaf, "
+        "spine, ...) and, fabric-wide, `worst switch` (the worst leaf or spine with an uplink left)"
     )
     rails: list[RailHistoryOut]
     error_budget_remaining: dict[str, list[float | None]] = Field(

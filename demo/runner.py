@@ -273,6 +273,9 @@ async def _play(step: Step, sim: RunningSim, analyzer: AnalyzerService, receiver
         res.webhook_s = fired.at - t0
         res.jobs = [j["id"] for j in fired.body.get("jobs", [])]
         res.action = fired.body.get("recommended_action")
+        alert_id = fired.body.get("alert", {}).get("id")
+        if alert_id is not None:  # from the incident, its map cells, rail, switch and port charts
+            say(f"    follow it in the dashboard: http://{opts.listen}/#/incident/{alert_id}")
     sim.state.clear(applied.id)
     t1 = time.monotonic()
     resolved = await receiver.wait_for("alert.resolved", fp, opts.timeout_s)

@@ -149,4 +149,5 @@ setInterval(() => {
 }, REFRESH_MS);
 window.addEventListener("hashchange", show);
 registry.refresh = show;
+registry.pause = () => clearTimeout(timer); // stop the overview's own refresh (tests, screenshots)
 show();

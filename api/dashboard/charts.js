@@ -29,8 +29,30 @@ function shadePlugin(windows) {
   };
 }
 
+// Gaps of at most `bridgeS` seconds (a sample or an evaluation that fell into the next bucket) are
+// drawn across; longer ones (a collector or analyzer away) stay gaps.
+function bridged(bridgeS) {
+  return (u, sidx, idx0, idx1, gaps) => {
+    if (!bridgeS) return gaps;
+    const px = Math.abs(u.valToPos(u.scales.x.min + bridgeS, "x", true) - u.valToPos(u.scales.x.min, "x", true));
+    return gaps.filter(([a, b]) => b - a > px + 1);
+  };
+}
+
+// Time labels in UTC, as precise as the span needs: 05:57:30, 05:57, 12-02 05:57, 12-02.
+function utcLabels(u, splits) {
+  const span = u.scales.x.max - u.scales.x.min;
+  const [from, to] = span > 2 * 86400 ? [5, 10] : span > 86400 ? [5, 16] : span < 600 ? [11, 19] : [11, 16];
+  return splits.map((t) => new Date(t * 1000).toISOString().slice(from, to).replace("T", " "));
+}
+
+// The bucket width of aligned times: the smallest step between two of them.
+const stepOf = (times) => times.reduce((m, t, i) => (i && t - times[i - 1] < m ? t - times[i - 1] : m), Infinity);
+
 // A chart of aligned series: times (unix s) and one array per series, nulls are gaps.
 export function timeChart(id, target, { title, times, series, shade = [], sources = [], yfmt, height = 180, range }) {
+  const step = stepOf(times);
+  const bridge = Number.isFinite(step) ? 3 * step : 0;
   const width = Math.max(240, target.clientWidth || 600);
   const opts = {
     title,
@@ -40,7 +62,7 @@ export function timeChart(id, target, { title, times, series, shade = [], source
     cursor: { drag: { x: true, y: false } },
     scales: { x: { time: true, ...(range ? { range: () => range } : {}) } },
     axes: [
-      { stroke: "#8a99ab", grid: { stroke: "#263140" } },
+      { stroke: "#8a99ab", grid: { stroke: "#263140" }, values: utcLabels },
       { stroke: "#8a99ab", grid: { stroke: "#263140" }, size: 60, values: yfmt ? (u, vals) => vals.map(yfmt) : undefined },
     ],
     series: [
@@ -50,6 +72,8 @@ export function timeChart(id, target, { title, times, series, shade = [], source
         stroke: s.color || PALETTE[i % PALETTE.length],
         width: 1.5,
         spanGaps: false,
+        gaps: bridged(bridge),
+        points: { size: 4 },
         value: yfmt ? (u, v) => (v === null || v === undefined ? "–" : yfmt(v)) : undefined,
       })),
     ],

@@ -3,7 +3,7 @@
 
 Without ``from``, the range is the last six hours, or since the first evaluation when the
 database is younger. ``/v1/history`` reads what the analyzer stores with every verdict (analyzer/service.py's
-``store_run``): the verdict's status (``analyzer_runs``), the fabric's (or with ``rail``, that
+``store_run``): the verdict's status and its worst leaf or spine's ratio (``analyzer_runs``), the fabric's (or with ``rail``, that
 rail's) down:up ratio per tier and overall (``oversubscription`` roll-ups), each rail's live
 capacity, weakest-switch fraction and load (``rail_history``) and each objective's error budget
 left (``slo_history``). Small rows, read by their primary keys: a day of a 16K-GPU fabric is a
@@ -40,7 +40,8 @@ _STATUS_NAME = {v: k for k, v in _STATUS_RANK.items()}
 
 _STATUS_SQL = """
 SELECT time_bucket($1::interval, time) AS b,
-       max(CASE status WHEN 'critical' THEN 2 WHEN 'degraded' THEN 1 ELSE 0 END) AS v
+       max(CASE status WHEN 'critical' THEN 2 WHEN 'degraded' THEN 1 ELSE 0 END) AS v,
+       max(worst_ratio) AS worst
 FROM analyzer_runs WHERE time >= $2 AND time < $3 GROUP BY b"""
 # an infinite ratio (nothing up) is stored as NULL: it wins the bucket as null
 _RATIO_SQL = """
@@ -130,6 +131,8 @@ async def history(request: web.Request) -> web.Response:
         slo_rows = _split(await conn.fetch(_SLO_SQL, *args), "objective") if q.rail is None else {}
     status = [None if v is None else _STATUS_NAME[int(v)] for v in _column(status_rows, index)]
     ratios = {"all": _column(ratio_rows.get(name, []), index)}
+    if q.rail is None:
+        ratios["worst switch"] = _column(status_rows, index, "worst")
     ratios |= {t: _column(ratio_rows[f"{name}/{t}"], index) for t in _TIERS if f"{name}/{t}" in ratio_rows}
     rails = [
         RailHistoryOut(

@@ -121,7 +121,9 @@ def console_errors(browser: Any) -> list[dict[str, Any]]:
 
 
 def open_view(browser: Any, url: str, view: str, within_s: float = 30) -> float:
-    """Load ``url`` and wait until ``view`` has rendered; the page's own render time in ms."""
+    """Load ``url`` afresh (a page load, not a hash change) and wait until ``view`` has rendered;
+    the page's own render time in ms."""
+    browser.get("about:blank")
     browser.get(url)
     return rendered(browser, view, within_s)
 
@@ -174,7 +176,9 @@ def test_the_overview_shows_the_fabric_its_incidents_and_its_history(fresh: Any,
     open_view(fresh, f"{base_url}/?refresh=2", "overview")
     cells = fresh.find_elements(By.CSS_SELECTOR, "#heatmap .cell")
     assert len(cells) == 8 * 4  # rails x groups
-    status = {(c.get_attribute("data-rail"), c.get_attribute("data-group")): c.get_attribute("data-status") for c in cells}
+    status = {
+        (c.get_attribute("data-rail"), c.get_attribute("data-group")): c.get_attribute("data-status") for c in cells
+    }
     assert status[("3", "2")] != "healthy"  # the leaf whose uplink is down
     assert status[("5", "3")] == "critical"  # the PFC storm
     assert status[("1", "1")] == "healthy"
@@ -217,7 +221,9 @@ def test_a_fault_is_followed_from_the_map_to_the_ports_chart(fresh: Any, base_ur
     n = renders(fresh)
     marked.find_element(By.TAG_NAME, "a").click()
     rendered(fresh, "switchView", after=n)
-    assert str(down["id"]) in [r.get_attribute("data-alert-id") for r in fresh.find_elements(By.CSS_SELECTOR, "#switch-incidents tr")]
+    assert str(down["id"]) in [
+        r.get_attribute("data-alert-id") for r in fresh.find_elements(By.CSS_SELECTOR, "#switch-incidents tr")
+    ]
     port = down["root_cause"]["port"]
     row = fresh.find_element(By.CSS_SELECTOR, f'#ports tr[data-port="{port}"]')
     assert "DOWN" in row.text.upper()
@@ -273,6 +279,46 @@ def test_the_job_view_shows_its_hosts_and_the_incident_under_them(fresh: Any, ba
     assert console_errors(fresh) == []
 
 
+MAP_AT = """
+const [groupCount, done] = arguments;
+import("/dashboard/map.js").then(({ renderMap }) => {
+  const groups = Array.from({ length: groupCount }, (_, i) => i + 1);
+  const rails = Array.from({ length: 8 }, (_, i) => ({
+    rail: i + 1, status: "healthy", bottleneck_fraction: 1, load_gbps: 0, pfc_pause_ratio: 0, bottleneck: null,
+    groups: groups.map((g) => ({ group: g, status: i === 2 && g === groupCount ? "critical" : "healthy",
+                                 findings: 0, summaries: [] })),
+  }));
+  const map = document.querySelector("#heatmap");
+  renderMap(map, { groups, rails, asymmetry: null });
+  const box = (e) => e.getBoundingClientRect();
+  const cells = [...map.querySelectorAll(".cell")].map(box);
+  const labels = [...map.querySelectorAll(".label.col")].filter((e) => e.textContent).map((e) => {
+    const r = document.createRange(); r.selectNodeContents(e); return r.getBoundingClientRect(); });
+  const panel = box(map);
+  done({
+    cells: cells.length, minWidth: Math.min(...cells.map((c) => c.width)), minHeight: Math.min(...cells.map((c) => c.height)),
+    inside: cells.every((c) => c.right <= panel.right + 0.5 && c.bottom <= panel.bottom + 0.5),
+    labels: labels.length, overlap: labels.some((a, i) => i > 0 && a.left < labels[i - 1].right),
+    critical: map.querySelector(`.cell[data-rail="3"][data-group="${groupCount}"]`).dataset.status,
+  });
+});
+"""
+
+
+@pytest.mark.parametrize("groups", [1, 4, 32, 64])
+def test_the_map_stays_readable_from_1_to_64_groups(fresh: Any, base_url: str, groups: int) -> None:
+    """16K GPUs are 32 groups, 32K (radix 128's 3-tier limit at radix 64 leaves) are 64: the map's
+    cells stay wide enough to see and click, inside the panel, with group labels that never collide."""
+    open_view(fresh, f"{base_url}/#/", "overview")
+    fresh.execute_script("window.fabricmon.pause()")  # no refresh over the drawing
+    m = fresh.execute_async_script(MAP_AT, groups)
+    assert m["cells"] == 8 * groups and m["inside"], m
+    assert m["minWidth"] >= 4 and m["minHeight"] >= 12, m
+    assert 1 <= m["labels"] <= 16 and not m["overlap"], m
+    assert m["critical"] == "critical"
+    shoot(fresh, f"map-{groups}-groups")
+
+
 def test_the_keyboard_reaches_a_cell_and_opens_its_rail(fresh: Any, base_url: str) -> None:
     open_view(fresh, f"{base_url}/#/", "overview")
     body = fresh.find_element(By.TAG_NAME, "body")
@@ -324,7 +370,10 @@ def test_a_stale_verdict_is_grey_never_green(fresh: Any, stale_url: str) -> None
 @pytest.fixture(scope="module")
 def token_url(pg_store: EmbeddedStore) -> Iterator[str]:
     config = Config.model_validate({"api": {"tokens": ["s3cret-token"]}})
-    with seeded_database(pg_store) as seeded, serve_in_thread(lambda: create_app(config, FABRIC, dsn=seeded.dsn)) as url:
+    with (
+        seeded_database(pg_store) as seeded,
+        serve_in_thread(lambda: create_app(config, FABRIC, dsn=seeded.dsn)) as url,
+    ):
         yield url
 
 

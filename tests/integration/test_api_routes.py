@@ -353,7 +353,10 @@ async def test_history_is_columnar_and_aligned(client: Client, seeded: Seeded) -
     # a young database: the range starts at its first evaluation, not six hours back
     assert datetime.fromisoformat(h["start"]) == seeded.evaluated_at
     assert len(h["status"]) == n and "critical" in h["status"]
-    assert set(h["ratio"]) >= {"all", "leaf", "spine"} and all(len(v) == n for v in h["ratio"].values())
+    assert set(h["ratio"]) >= {"all", "leaf", "spine", "worst switch"} and all(len(v) == n for v in h["ratio"].values())
+    worst = max(v for v in h["ratio"]["worst switch"] if v is not None)
+    now = (await get_json(client, "/v1/oversubscription?limit=1"))["items"][0]
+    assert now["name"] == DOWN_LEAF and worst == pytest.approx(now["ratio"], abs=1e-4) and worst > 1.0  # 16 down, 15 up
     assert [r["rail"] for r in h["rails"]] == list(range(1, 9))
     rail3 = next(r for r in h["rails"] if r["rail"] == 3)
     assert min(v for v in rail3["bottleneck_fraction"] if v is not None) < 1.0  # the leaf uplink down

@@ -260,7 +260,10 @@ async def test_receiver_down_then_back_gets_everything_once(pool: asyncpg.Pool, 
     # an incident's view lists its deliveries, in order, as they ended
     (resolved_one, *_) = [a for a, events in seen.items() if len(events) == 2]
     shown = await deliveries_of(pool, resolved_one)
-    assert [(d["event"], d["status"]) for d in shown] == [("alert.firing", "delivered"), ("alert.resolved", "delivered")]
+    assert [(d["event"], d["status"]) for d in shown] == [
+        ("alert.firing", "delivered"),
+        ("alert.resolved", "delivered"),
+    ]
     assert all(d["attempts"] >= 2 and d["webhook"] == webhook_key(hook) for d in shown)
 
 

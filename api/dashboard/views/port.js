@@ -61,7 +61,7 @@ export async function port(m, query) {
   const custom = el("form", { class: "range", onsubmit: (e) => {
     e.preventDefault();
     location.hash = `${base}?from=${from.value}:00Z&to=${to.value}:00Z`;
-  } }, from, to, el("button", { type: "submit", text: "show" }));
+  } }, from, to, el("span", { class: "hint", text: "UTC" }), el("button", { type: "submit", text: "show" }));
   const prio = el("select", { id: "priority", "aria-label": "PFC priority", onchange: (e) => {
     const v = e.target.value;
     location.hash = `${base}?${r.label === "custom" ? `from=${r.from}&to=${r.to}` : `range=${r.label}`}${v ? `&priority=${v}` : ""}`;
