@@ -149,8 +149,8 @@ async def store_run(conn: Connection, ev: Evaluation, report: dict[str, Any]) ->
             await conn.copy_records_to_table(
                 "slo_history", records=slos, columns=["time", "objective", "current", "target", "budget_remaining"]
             )
-        finite = [r for r in ratios if r.scope == "switch" and r.up_gbps > 0]
-        worst = max(finite, key=lambda r: r.ratio, default=None)
+        # the worst leaf or spine; infinite (stored as such) when one has every uplink down
+        worst = max((r for r in ratios if r.scope == "switch"), key=lambda r: r.ratio, default=None)
         await conn.execute(
             "INSERT INTO analyzer_runs (time, status, duration_s, findings, report, worst_ratio, worst_switch) "
             "VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7) ON CONFLICT (time) DO NOTHING",

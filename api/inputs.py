@@ -153,7 +153,7 @@ class HistoryQuery(Query):
     )
     to: TimeParam | None = Field(None, description="default: now")
     step: DurationParam | None = Field(None, description="bucket width; default: about 300 points")
-    rail: Annotated[int, Field(ge=1, le=64), BeforeValidator(_whole)] | None = Field(
+    rail: Annotated[int, Field(ge=0, le=1024), BeforeValidator(_whole)] | None = Field(
         None, description="one rail: its roll-up ratios instead of the fabric's, and only its figures"
     )
 

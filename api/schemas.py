@@ -459,6 +459,9 @@ class HistoryOut(Model):
         description="down:up ratio, highest in the bucket: `all` (the roll-up's worst tier), per tier (leaf, "
         "spine, ...) and, fabric-wide, `worst switch` (the worst leaf or spine with an uplink left)"
     )
+    ratio_infinite: dict[str, list[int]] = Field(
+        description="per ratio series, the buckets (indexes into `times`) where it was infinite: every uplink down"
+    )
     rails: list[RailHistoryOut]
     error_budget_remaining: dict[str, list[float | None]] = Field(
         description="per objective, the lowest budget left in the bucket (fabric-wide history only)"

@@ -22,8 +22,8 @@ CREATE TABLE slo_history (
 );
 SELECT create_hypertable('slo_history', 'time', chunk_time_interval => interval '1 day');
 
--- The worst leaf or spine's down:up ratio of each verdict (finite ones: a switch with every uplink
--- down is infinite and a finding of its own), for the overview's "worst switch" line.
+-- The worst leaf or spine's down:up ratio of each verdict ('Infinity' when one has every uplink
+-- down), for the overview's "worst switch" line.
 ALTER TABLE analyzer_runs ADD COLUMN worst_ratio double precision, ADD COLUMN worst_switch text;
 
 -- An incident's view lists its deliveries.

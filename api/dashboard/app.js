@@ -3,8 +3,8 @@
 // #/job/ID) a person can share. The header's verdict refreshes every few seconds; the overview
 // redraws with it, the other views when they are opened again.
 
-import { $, ago, api, el, TOKEN_KEY } from "./core.js";
-import { registry } from "./charts.js";
+import { $, ago, api, el, safeDecode, TOKEN_KEY } from "./core.js";
+import { destroyCharts, registry } from "./charts.js";
 import { overview } from "./views/overview.js";
 import { rail } from "./views/rail.js";
 import { switchView } from "./views/switch.js";
@@ -18,11 +18,10 @@ const REFRESH_MS = Math.max(1000, Number(params.get("refresh") || 5) * 1000);
 const ROUTES = [
   [/^\/?$/, overview, () => []],
   [/^\/rail\/(\d+)$/, rail, (m) => [["rail " + m[1]]]],
-  [/^\/switch\/([^/]+)$/, switchView, (m) => [[decodeURIComponent(m[1])]]],
-  [/^\/port\/([^/]+)\/(.+)$/, port, (m) => [
-    [decodeURIComponent(m[1]), `#/switch/${m[1]}`], [decodeURIComponent(m[2])]]],
+  [/^\/switch\/([^/]+)$/, switchView, (m) => [[safeDecode(m[1])]]],
+  [/^\/port\/([^/]+)\/(.+)$/, port, (m) => [[safeDecode(m[1]), `#/switch/${m[1]}`], [safeDecode(m[2])]]],
   [/^\/incident\/(\d+)$/, incident, (m) => [["incident " + m[1]]]],
-  [/^\/job\/(.+)$/, job, (m) => [["job " + decodeURIComponent(m[1])]]],
+  [/^\/job\/(.+)$/, job, (m) => [["job " + safeDecode(m[1])]]],
 ];
 
 export const state = { health: null };
@@ -96,6 +95,7 @@ async function refreshHealth() {
 }
 
 let timer = null;
+let paused = false;
 let current = null;
 let generation = 0;
 
@@ -108,6 +108,7 @@ async function show() {
   const started = performance.now();
   const [, view, crumbs] = route || [null, null, () => []];
   const m = route ? path.match(route[0]) : null;
+  main.dataset.view = view ? view.name : "none"; // the header's own refresh goes by it, failed or not
   const trail = [el("a", { href: "#/", text: "overview" })];
   for (const [text, href] of m ? crumbs(m) : []) {
     trail.push(el("span", { class: "sep", text: "›" }), href ? el("a", { href, text }) : el("span", { text }));
@@ -125,23 +126,28 @@ async function show() {
     } else {
       const content = await view(m, query, { fresh });
       if (gen !== generation) return; // another view was asked for meanwhile
+      destroyCharts();
       main.replaceChildren(...content.nodes);
       for (const after of content.after || []) after();
-      main.dataset.view = view.name;
     }
   } catch (err) {
     if (gen !== generation) return;
     problem(err);
-    main.replaceChildren(el("p", { class: "empty error", text: `could not load this view: ${err.message}` }));
+    if (fresh || !main.childElementCount) { // a refresh that failed keeps the last good content
+      destroyCharts();
+      main.replaceChildren(el("p", { class: "empty error", text: `could not load this view: ${err.message}` }));
+    }
   }
   await health;
   if (gen !== generation) return;
   const ms = performance.now() - started;
   registry.renders.push({ view: view ? view.name : "none", hash: location.hash, ms });
+  if (registry.renders.length > 200) registry.renders.splice(0, registry.renders.length - 200);
+  registry.count = (registry.count || 0) + 1;
   document.body.dataset.loaded = "true";
-  document.body.dataset.renders = String(registry.renders.length);
+  document.body.dataset.renders = String(registry.count);
   if (fresh) main.focus({ preventScroll: true });
-  if (!view || view === overview) timer = setTimeout(show, REFRESH_MS);
+  if ((!view || view === overview) && !paused) timer = setTimeout(show, REFRESH_MS);
 }
 
 setInterval(() => {
@@ -149,5 +155,12 @@ setInterval(() => {
 }, REFRESH_MS);
 window.addEventListener("hashchange", show);
 registry.refresh = show;
-registry.pause = () => clearTimeout(timer); // stop the overview's own refresh (tests, screenshots)
+registry.pause = () => { // stop the overview's own refresh (tests, screenshots)
+  paused = true;
+  clearTimeout(timer);
+};
+registry.resume = () => {
+  paused = false;
+  show();
+};
 show();

@@ -7,6 +7,14 @@ import { el } from "./core.js";
 const PALETTE = ["#5aa9ff", "#f0b13c", "#e0483f", "#2e9d5b", "#b07cff", "#4cc9c0", "#ff7eb6", "#c0c850"];
 export const registry = (window.fabricmon = window.fabricmon || { charts: {}, renders: [] });
 
+// Every chart drawn for the view on screen: destroyed before the next render replaces it (uPlot
+// keeps each chart in a global list with window listeners until then).
+const live = [];
+export function destroyCharts() {
+  while (live.length) live.pop().destroy();
+}
+registry.live = () => live.length;
+
 // Shade [start, end] windows (unix seconds) behind the lines: the incidents on this element.
 function shadePlugin(windows) {
   return {
@@ -16,8 +24,8 @@ function shadePlugin(windows) {
           const { ctx } = u;
           const { top, height } = u.bbox;
           ctx.save();
-          ctx.fillStyle = "rgba(224, 72, 63, 0.18)";
           for (const w of windows) {
+            ctx.fillStyle = w.infinite ? "rgba(224, 72, 63, 0.55)" : w.wide ? "rgba(224, 165, 38, 0.14)" : "rgba(224, 72, 63, 0.18)";
             const x0 = u.valToPos(Math.max(w.start, u.scales.x.min), "x", true);
             const x1 = u.valToPos(Math.min(w.end, u.scales.x.max), "x", true);
             if (x1 > x0) ctx.fillRect(x0, top, x1 - x0, height);
@@ -50,9 +58,9 @@ function utcLabels(u, splits) {
 const stepOf = (times) => times.reduce((m, t, i) => (i && t - times[i - 1] < m ? t - times[i - 1] : m), Infinity);
 
 // A chart of aligned series: times (unix s) and one array per series, nulls are gaps.
-export function timeChart(id, target, { title, times, series, shade = [], sources = [], yfmt, height = 180, range }) {
+export function timeChart(id, target, { title, times, series, shade = [], sources = [], yfmt, height = 180, range, bridge }) {
   const step = stepOf(times);
-  const bridge = Number.isFinite(step) ? 3 * step : 0;
+  if (bridge === undefined) bridge = Number.isFinite(step) ? 3 * step : 0;
   const width = Math.max(240, target.clientWidth || 600);
   const opts = {
     title,
@@ -83,6 +91,7 @@ export function timeChart(id, target, { title, times, series, shade = [], source
   const box = el("div", { class: "chart", "data-chart": id });
   target.append(box);
   const plot = new window.uPlot(opts, data, box);
+  live.push(plot);
   registry.charts[id] = { sources, data, shade, labels: series.map((s) => s.label) };
   return plot;
 }
@@ -100,7 +109,9 @@ export function sparkline(target, times, values) {
     axes: [{ show: false }, { show: false }],
     series: [{}, { stroke: PALETTE[0], width: 1 }],
   };
-  return new window.uPlot(opts, [times, values], target);
+  const plot = new window.uPlot(opts, [times, values], target);
+  live.push(plot);
+  return plot;
 }
 
 // /v1/series bodies (points of ISO times) as aligned columns.
@@ -115,9 +126,11 @@ export function alignSeries(bodies) {
   return { times, columns };
 }
 
-export const incidentWindows = (incidents) =>
-  incidents.map((a) => ({
-    id: a.id,
-    start: Date.parse(a.started_at) / 1000,
-    end: (a.ended_at ? Date.parse(a.ended_at) : Date.now()) / 1000,
-  }));
+// Incident windows to shade, widened to whole buckets of `step` s: a point is drawn at its bucket's
+// start, so the bucket an incident opened in lies inside its window. `wide`: a switch-wide incident.
+export const incidentWindows = (incidents, step = 0, wide = false) =>
+  incidents.map((a) => {
+    const start = Date.parse(a.started_at) / 1000;
+    const end = (a.ended_at ? Date.parse(a.ended_at) : Date.now()) / 1000;
+    return { id: a.id, wide, start: step ? Math.floor(start / step) * step : start, end: step ? Math.ceil(end / step) * step : end };
+  });

@@ -101,15 +101,36 @@ export function cellsOf(scope, rails, groups) {
   return out;
 }
 
-// Whether an incident touches a switch, or one of its ports.
-export function touches(incident, sw, port) {
+// Whether an incident touches a switch (its scope or its root cause).
+export function touches(incident, sw) {
   const s = incident.scope;
   const root = incident.root_cause || {};
-  if (port !== undefined) {
-    return s.ports.includes(`${sw}:${port}`) || (root.switch === sw && (root.port === port || !root.port));
-  }
   return s.switches.includes(sw) || root.switch === sw || s.ports.some((p) => p.startsWith(`${sw}:`));
 }
+
+// Whether an incident is about this port: in its blast radius, or its root cause.
+export function onPort(incident, sw, port) {
+  const root = incident.root_cause || {};
+  return incident.scope.ports.includes(`${sw}:${port}`) || (root.switch === sw && root.port === port);
+}
+
+// Whether an incident is about the whole switch (its root cause is the switch, no port): it
+// concerns every port of it, shown apart from the port's own.
+export function switchWide(incident, sw) {
+  const root = incident.root_cause || {};
+  return root.switch === sw && !root.port;
+}
+
+export function safeDecode(text) {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+// A verdict's status as shown: grey while the verdict is stale.
+export const shown = (status, stale) => (stale ? "unknown" : status || "unknown");
 
 export const link = (href, text, attrs = {}) => el("a", { href, text, ...attrs });
 export const table = (head, rows, attrs = {}) =>

@@ -2,17 +2,18 @@
 ``GET /v1/switches/{name}/sparklines?metric=&minutes=``.
 
 Without ``from``, the range is the last six hours, or since the first evaluation when the
-database is younger. ``/v1/history`` reads what the analyzer stores with every verdict (analyzer/service.py's
-``store_run``): the verdict's status and its worst leaf or spine's ratio (``analyzer_runs``), the fabric's (or with ``rail``, that
-rail's) down:up ratio per tier and overall (``oversubscription`` roll-ups), each rail's live
-capacity, weakest-switch fraction and load (``rail_history``) and each objective's error budget
-left (``slo_history``). Small rows, read by their primary keys: a day of a 16K-GPU fabric is a
-few thousand rows per series.
+database is younger. ``/v1/history`` reads what the analyzer stores with every verdict
+(analyzer/service.py's ``store_run``): the verdict's status and its worst leaf or spine's ratio
+(``analyzer_runs``), the fabric's (or with ``rail``, that rail's) down:up ratio per tier and
+overall (``oversubscription`` roll-ups), each rail's live capacity, weakest-switch fraction and
+load (``rail_history``) and each objective's error budget left (``slo_history``). Small rows,
+read by their primary keys: a day of a 16K-GPU fabric is a few thousand rows per series.
 
 The body is columnar, one array per series aligned with ``times`` (unix seconds, bucket start),
 which is what a chart library draws without reshaping. A bucket without an evaluation is null,
-so a gap in the analyzer's history shows as a gap, never as a line drawn across it. Per bucket:
-the worst status, the highest ratio, the lowest capacity and budget, the mean load.
+so a gap in the analyzer's history shows as a gap. An infinite ratio (every uplink down) is null
+in its series too, and its bucket is listed in ``ratio_infinite``: never mistaken for "no data".
+Per bucket: the worst status, the highest ratio, the lowest capacity and budget, the mean load.
 
 ``/sparklines`` is one port-by-port query for a switch's ports table: 30 buckets of one metric
 per port over the last ``minutes``.
@@ -20,6 +21,7 @@ per port over the last ``minutes``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,10 +45,10 @@ SELECT time_bucket($1::interval, time) AS b,
        max(CASE status WHEN 'critical' THEN 2 WHEN 'degraded' THEN 1 ELSE 0 END) AS v,
        max(worst_ratio) AS worst
 FROM analyzer_runs WHERE time >= $2 AND time < $3 GROUP BY b"""
-# an infinite ratio (nothing up) is stored as NULL: it wins the bucket as null
+# an infinite ratio (nothing up) is stored as NULL: it wins the bucket as infinity
 _RATIO_SQL = """
 SELECT name, time_bucket($1::interval, time) AS b,
-       CASE WHEN bool_or(ratio IS NULL) THEN NULL ELSE max(ratio) END AS v
+       CASE WHEN bool_or(ratio IS NULL) THEN 'Infinity'::float8 ELSE max(ratio) END AS v
 FROM oversubscription
 WHERE scope = $4 AND name = ANY($5::text[]) AND time >= $2 AND time < $3 GROUP BY name, b"""
 _RAILS_SQL = """
@@ -83,27 +85,42 @@ def _range(q: HistoryQuery, floor_s: float, first: datetime | None) -> tuple[dat
     return start, end, step
 
 
-#: ``time_bucket``'s default origin for timestamptz (a Monday, midnight UTC).
-BUCKET_ORIGIN = 946_857_600.0
+#: ``time_bucket``'s default origin for timestamptz (a Monday, midnight UTC), in microseconds.
+BUCKET_ORIGIN_US = 946_857_600_000_000
 
 
-def bucket_times(start: datetime, end: datetime, step_s: float) -> list[float]:
-    """The unix times of the buckets ``time_bucket`` gives over [start, end)."""
-    first = BUCKET_ORIGIN + (start.timestamp() - BUCKET_ORIGIN) // step_s * step_s
-    out, t = [], first
-    while t < end.timestamp():
-        out.append(t)
-        t += step_s
-    return out
+def _us(at: datetime) -> int:
+    """A timestamptz as PostgreSQL keeps it: whole microseconds since the epoch."""
+    return round(at.timestamp() * 1_000_000)
 
 
-def _column(rows: Iterable[Any], index: dict[float, int], key: str = "v") -> list[float | None]:
+def bucket_starts(start: datetime, end: datetime, step_s: float) -> list[int]:
+    """The starts (unix µs) of the buckets ``time_bucket`` gives over [start, end): integers, so a
+    step such as 2.1 s lines up with the database's buckets exactly."""
+    step = round(step_s * 1_000_000)
+    first = BUCKET_ORIGIN_US + (_us(start) - BUCKET_ORIGIN_US) // step * step
+    return list(range(first, _us(end), step))
+
+
+Index = dict[int, int]
+
+
+def _column(rows: Iterable[Any], index: Index, key: str = "v") -> list[float | None]:
+    """One series aligned with the buckets; an infinite value (nothing up) is null here and listed
+    by :func:`_infinite`."""
     col: list[float | None] = [None] * len(index)
     for r in rows:
-        i = index.get(r["b"].timestamp())
-        if i is not None and r[key] is not None:
+        i = index.get(_us(r["b"]))
+        if i is not None and r[key] is not None and math.isfinite(r[key]):
             col[i] = round(float(r[key]), 6)
     return col
+
+
+def _infinite(rows: Iterable[Any], index: Index, key: str = "v") -> list[int]:
+    """The buckets whose value is infinite (a switch or roll-up with every uplink down)."""
+    return sorted(
+        i for r in rows if r[key] is not None and math.isinf(r[key]) and (i := index.get(_us(r["b"]))) is not None
+    )
 
 
 def _split(rows: Sequence[Any], by: str) -> dict[Any, list[Any]]:
@@ -122,18 +139,21 @@ async def history(request: web.Request) -> web.Response:
         await conn.execute("SET LOCAL statement_timeout = 10000")
         first = await conn.fetchval("SELECT min(time) FROM analyzer_runs")
         start, end, step = _range(q, config.analyzer.interval_s, first)
-        times = bucket_times(start, end, step)
-        index = {t: i for i, t in enumerate(times)}
+        starts = bucket_starts(start, end, step)
+        index = {t: i for i, t in enumerate(starts)}
         args = (timedelta(seconds=step), start, end)
         status_rows = await conn.fetch(_STATUS_SQL, *args)
         ratio_rows = _split(await conn.fetch(_RATIO_SQL, *args, scope, names), "name")
         rail_rows = _split(await conn.fetch(_RAILS_SQL, *args, q.rail), "rail")
         slo_rows = _split(await conn.fetch(_SLO_SQL, *args), "objective") if q.rail is None else {}
     status = [None if v is None else _STATUS_NAME[int(v)] for v in _column(status_rows, index)]
-    ratios = {"all": _column(ratio_rows.get(name, []), index)}
+    series = {"all": ratio_rows.get(name, [])}
+    series |= {t: ratio_rows[f"{name}/{t}"] for t in _TIERS if f"{name}/{t}" in ratio_rows}
+    ratios = {k: _column(rows, index) for k, rows in series.items()}
+    infinite = {k: _infinite(rows, index) for k, rows in series.items()}
     if q.rail is None:
         ratios["worst switch"] = _column(status_rows, index, "worst")
-    ratios |= {t: _column(ratio_rows[f"{name}/{t}"], index) for t in _TIERS if f"{name}/{t}" in ratio_rows}
+        infinite["worst switch"] = _infinite(status_rows, index, "worst")
     rails = [
         RailHistoryOut(
             rail=rail,
@@ -149,9 +169,10 @@ async def history(request: web.Request) -> web.Response:
             end=end,
             step_s=step,
             rail=q.rail,
-            times=times,
+            times=[t / 1_000_000 for t in starts],
             status=status,
             ratio=ratios,
+            ratio_infinite={k: v for k, v in infinite.items() if v},
             rails=rails,
             error_budget_remaining={k: _column(v, index) for k, v in sorted(slo_rows.items())},
         )
@@ -166,13 +187,14 @@ async def sparklines(request: web.Request) -> web.Response:
     end = now()
     start = end - timedelta(minutes=q.minutes)
     step = max(1.0, q.minutes * 60 / SPARK_POINTS)
-    times = bucket_times(start, end, step)
-    index = {t: i for i, t in enumerate(times)}
+    starts = bucket_starts(start, end, step)
+    index = {t: i for i, t in enumerate(starts)}
     async with request.app[POOL].acquire() as conn:
         if await conn.fetchval("SELECT 1 FROM switches WHERE name = $1", name) is None:
             raise NotFound(f"no switch named {name!r}", kind="unknown-switch")
         rows = await conn.fetch(_SPARK_SQL.format(expr=PORT_EXPR[q.metric]), timedelta(seconds=step), name, start, end)
     ports = {p: _column(r, index) for p, r in sorted(_split(rows, "port").items())}
+    times = [t / 1_000_000 for t in starts]
     return respond(SparklinesOut(switch=name, metric=q.metric, step_s=step, times=times, ports=ports))
 
 

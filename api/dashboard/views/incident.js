@@ -2,7 +2,7 @@
 // on the map, the recommended action and what a scheduler did about it, and one timeline of its
 // transitions and webhook deliveries.
 
-import { api, blast, cellsOf, clock, el, enc, link, section, table, td } from "../core.js";
+import { api, blast, cellsOf, clock, el, enc, link, section, SEV_STATUS, shown, table, td } from "../core.js";
 import { renderMap } from "../map.js";
 
 function where(root) {
@@ -14,14 +14,14 @@ function where(root) {
 
 export async function incident(m) {
   const id = Number(m[1]);
-  const [a, rails, actions] = await Promise.all([
-    api(`/v1/incidents/${id}`), api("/v1/rails"), api(`/v1/actions?incident=${id}&limit=100`),
+  const [a, rails, actions, health] = await Promise.all([
+    api(`/v1/incidents/${id}`), api("/v1/rails"), api(`/v1/actions?incident=${id}&limit=100`), api("/v1/health"),
   ]);
   const railIds = rails.rails.map((r) => r.rail);
   const cells = new Set();
   for (const s of [a, ...a.symptoms]) for (const key of cellsOf(s.scope, railIds, rails.groups)) cells.add(key);
   const map = el("div", { id: "incident-map", role: "grid", "aria-label": "blast radius on the rails by groups map" });
-  renderMap(map, rails, { incidents: a.state === "firing" ? [a] : [], marked: cells });
+  renderMap(map, rails, { incidents: a.state === "firing" ? [a] : [], marked: cells, stale: health.stale });
   const symptoms = a.symptoms.map((s) => el("tr", { class: s.severity, "data-rule": s.rule },
     td(s.severity, "sev"), td(s.rule), td(s.summary), td(blast(s.scope), "blast")));
   const events = [
@@ -39,7 +39,8 @@ export async function incident(m) {
   const nodes = [
     el("div", { class: "page" },
       el("section", { class: "panel wide", id: "incident-head", "data-state": a.state, "data-severity": a.severity },
-        el("h2", { text: `Incident ${a.id} ` }, el("small", { class: a.severity, text: `${a.severity} · ${a.state}` })),
+        el("h2", { text: `Incident ${a.id} ` }, el("small", { id: "status", class: shown(SEV_STATUS[a.severity], health.stale),
+          text: `${a.severity} · ${a.state}${health.stale ? " · stale verdict: it may have changed" : ""}` })),
         el("p", { class: "summary", text: a.summary }),
         el("dl", { class: "facts" },
           el("dt", { text: "root cause" }), el("dd", {}, `${a.root_cause.rule || a.rule} at `, where(a.root_cause)),

@@ -69,18 +69,25 @@ export function historyCharts(h, target, idPrefix) {
   const ratio = Object.entries(h.ratio).filter(([, v]) => v.some((x) => x !== null));
   const has = (xs) => xs.some((x) => x !== null);
   const source = [`/v1/history?from=${h.start}&to=${h.end}${h.rail ? `&rail=${h.rail}` : ""}`];
+  const range = [Date.parse(h.start) / 1000, Date.parse(h.end) / 1000]; // the last bucket has its width
   after.push(() => {
-    if (ratio.length) {
+    // a bucket where a ratio was infinite (every uplink down) is a solid band, never a gap bridged over
+    const step = h.step_s;
+    const infinite = [...new Set(Object.values(h.ratio_infinite).flat())].map((i) => (
+      { id: `inf-${i}`, infinite: true, start: h.times[i], end: h.times[i] + step }));
+    if (ratio.length || infinite.length) {
       timeChart(`${idPrefix}-ratio`, target, {
-        title: "down:up ratio (highest per bucket)", times: h.times, sources: source,
-        series: ratio.map(([k, v]) => ({ label: k === "all" ? "worst tier" : k, values: v })),
+        title: `down:up ratio (highest per bucket${infinite.length ? "; solid: ∞, every uplink down" : ""})`,
+        times: h.times, sources: source, shade: infinite, bridge: infinite.length ? 0 : undefined, range,
+        series: Object.entries(h.ratio).filter(([k, v]) => v.some((x) => x !== null) || h.ratio_infinite[k])
+          .map(([k, v]) => ({ label: k === "all" ? "worst tier" : k, values: v })),
         yfmt: (v) => `${v.toFixed(2)}:1`, height: 140,
       });
     }
     const rails = h.rails.filter((r) => has(r.bottleneck_fraction));
     if (rails.length) {
       timeChart(`${idPrefix}-capacity`, target, {
-        title: "rail capacity (weakest switch, live/design)", times: h.times, sources: source,
+        title: "rail capacity (weakest switch, live/design)", times: h.times, sources: source, range,
         series: rails.map((r) => ({ label: `rail ${r.rail}`, values: r.bottleneck_fraction })),
         yfmt: (v) => pct(v, 0), height: 140,
       });
@@ -88,7 +95,7 @@ export function historyCharts(h, target, idPrefix) {
     const budgets = Object.entries(h.error_budget_remaining).filter(([, v]) => has(v));
     if (budgets.length) {
       timeChart(`${idPrefix}-budget`, target, {
-        title: "error budget left", times: h.times, sources: source,
+        title: "error budget left", times: h.times, sources: source, range,
         series: budgets.map(([k, v]) => ({ label: k.replaceAll("_", " "), values: v })),
         yfmt: (v) => pct(v, 0), height: 140,
       });
@@ -98,42 +105,52 @@ export function historyCharts(h, target, idPrefix) {
   return after;
 }
 
+// Each panel from its own request: one that fails says so in its place, the others still show.
+const failed = (what, err) => el("p", { class: "empty error", text: `${what}: could not load (${err.message})` });
+
 export async function overview() {
-  const [health, rails, over, alerts, slo, history] = await Promise.all([
-    api("/v1/health"), api("/v1/rails"), api("/v1/oversubscription?limit=6"),
-    api("/v1/alerts?state=firing&limit=200"), api("/v1/slo"), api("/v1/history"),
-  ]);
+  const paths = ["/v1/health", "/v1/rails", "/v1/oversubscription?limit=6", "/v1/alerts?state=firing&limit=200",
+    "/v1/slo", "/v1/history"];
+  const settled = await Promise.allSettled(paths.map((p) => api(p)));
+  const errors = settled.filter((r) => r.status === "rejected").map((r) => r.reason);
+  // a token to ask for, or no verdict yet: the header says so (the panels would only repeat it)
+  const blocking = errors.find((e) => e.status === 401 || (e.status === 503 && /no-evaluation/.test(e.problem.type || "")));
+  if (blocking || errors.length === settled.length) throw blocking || errors[0];
+  const [health, rails, over, alerts, slo, history] = settled.map((r) => (r.status === "fulfilled" ? r.value : null));
+  const err = (i) => settled[i].reason;
+  const stale = health ? health.stale : true; // no health: the verdict cannot be vouched for
   const map = el("div", { id: "heatmap", role: "grid", "aria-label": "rails by groups health" });
-  renderMap(map, rails, { incidents: alerts.items, stale: health.stale });
-  const a = rails.asymmetry;
+  if (rails) renderMap(map, rails, { incidents: alerts ? alerts.items : [], stale });
+  else map.append(failed("the map", err(1)));
+  const a = rails && rails.asymmetry;
   const asym = a
     ? `rail asymmetry: ${pct(a.spread)} (worst rail ${a.worst_rail} at ${pct(a.worst_fraction)})` +
       (a.load_spread === null ? "" : ` · load spread ${pct(a.load_spread)}`)
     : "";
   const charts = el("div", { id: "history", class: "charts" });
-  const after = historyCharts(history, charts, "overview");
-  const total = alerts.total > alerts.items.length ? `${alerts.items.length} of ${alerts.total}` : `${alerts.total}`;
+  const after = history ? historyCharts(history, charts, "overview") : [() => charts.append(failed("history", err(5)))];
+  const total = !alerts ? "" : alerts.total > alerts.items.length ? `${alerts.items.length} of ${alerts.total}` : `${alerts.total}`;
   const nodes = [
     el("div", { class: "overview" },
       el("section", { id: "map-panel", class: "panel map-panel" },
-        el("h2", { text: "Rails × groups " }, el("small", { id: "map-note", text: `${rails.rails.length} rails × ${rails.groups.length} groups` })),
+        el("h2", { text: "Rails × groups " }, el("small", { id: "map-note", text: rails ? `${rails.rails.length} rails × ${rails.groups.length} groups` : "" })),
         map,
         el("div", { class: "legend" },
           ...["healthy", "degraded", "critical"].flatMap((s) => [el("span", { class: `swatch ${s}` }), s]),
-          el("span", { class: "hint", text: health.stale ? "stale verdict: cells grey" : "a cell opens its rail" }),
+          el("span", { class: "hint", text: stale ? "stale verdict: cells grey" : "a cell opens its rail" }),
           el("span", { id: "asym", class: "asym", text: asym }))),
       el("section", { class: "panel side" },
         el("h2", { text: "History " }, el("small", { text: "up to 6 h" })),
         charts,
-        el("h2", { text: "Worst oversubscription " }, el("small", { id: "over-note", text: `design ${over.design_ratio}:1 · ${over.total} switches` })),
-        overTable(over),
+        el("h2", { text: "Worst oversubscription " }, el("small", { id: "over-note", text: over ? `design ${over.design_ratio}:1 · ${over.total} switches` : "" })),
+        over ? overTable(over) : failed("oversubscription", err(2)),
         el("h2", { text: "SLO budgets" }),
-        el("div", { id: "slo" }, ...sloBlocks(slo)),
+        el("div", { id: "slo" }, ...(slo ? sloBlocks(slo) : [failed("SLOs", err(4))])),
         el("h2", { text: "Job interruption (30 days)" }),
-        estimates(slo)),
+        slo ? estimates(slo) : failed("estimates", err(4))),
       el("section", { class: "panel alerts-panel" },
         el("h2", { text: "Firing incidents " }, el("small", { id: "alerts-note", text: total })),
-        el("div", { class: "scroll" }, alertsTable(alerts)))),
+        el("div", { class: "scroll" }, alerts ? alertsTable(alerts) : failed("incidents", err(3))))),
   ];
   return { nodes, after };
 }

@@ -2,7 +2,7 @@
 // (all priorities, or one), errors and discards, and link state, from /v1/series, with the windows
 // of the incidents touching the port shaded on every chart.
 
-import { api, clock, el, enc, link, q, rate, bps, section, table, td, touches } from "../core.js";
+import { api, clock, el, enc, link, onPort, q, rate, bps, section, safeDecode, switchWide, table, td } from "../core.js";
 import { alignSeries, incidentWindows, timeChart } from "../charts.js";
 
 const RANGES = { "1h": 3600, "6h": 6 * 3600, "24h": 86400 };
@@ -27,8 +27,8 @@ const CHARTS = [
 ];
 
 export async function port(m, query) {
-  const sw = decodeURIComponent(m[1]);
-  const name = decodeURIComponent(m[2]);
+  const sw = safeDecode(m[1]);
+  const name = safeDecode(m[2]);
   const r = rangeOf(query);
   const priority = /^[0-7]$/.test(query.get("priority") || "") ? query.get("priority") : null;
   const urls = CHARTS.map((c) => c.metrics.map(([metric]) =>
@@ -39,8 +39,10 @@ export async function port(m, query) {
     api(`/v1/switches/${enc(sw)}/ports?limit=1000`),
   ]);
   const info = ports.items.find((p) => p.name === name);
-  const mine = incidents.items.filter((a) => touches(a, sw, name));
-  const shade = incidentWindows(mine);
+  const mine = incidents.items.filter((a) => onPort(a, sw, name));
+  const wide = incidents.items.filter((a) => switchWide(a, sw) && !onPort(a, sw, name));
+  const step = bodies[0][0].step_s;
+  const shade = [...incidentWindows(wide, step, true), ...incidentWindows(mine, step)];
   const range = [Date.parse(r.from) / 1000, Date.parse(r.to) / 1000];
   const charts = el("div", { class: "charts wide-charts" });
   const after = [() => {
@@ -72,8 +74,8 @@ export async function port(m, query) {
       info.peer ? `peer ${info.peer.node}${info.peer.port ? `:${info.peer.port}` : ""}` : null, `${info.flaps_24h} flaps in 24 h`]
       .filter(Boolean).join(" · ")
     : "not in the inventory";
-  const incRows = mine.map((a) => el("tr", { class: a.severity, "data-alert-id": String(a.id) },
-    td(a.severity, "sev"), el("td", {}, link(`#/incident/${a.id}`, a.summary)),
+  const incRows = [...mine, ...wide].map((a) => el("tr", { class: a.severity, "data-alert-id": String(a.id) },
+    td(a.severity, "sev"), el("td", {}, link(`#/incident/${a.id}`, a.summary)), td(mine.includes(a) ? "this port" : "whole switch"),
     td(clock(a.started_at), "num"), td(a.ended_at ? clock(a.ended_at) : "open", "num")));
   const nodes = [
     el("div", { class: "page" },
@@ -81,10 +83,11 @@ export async function port(m, query) {
         el("h2", { text: `${sw} : ${name}` }),
         el("p", { class: "facts", text: facts }),
         el("div", { class: "controls" }, ...Object.keys(RANGES).map(pick), custom, prio),
-        el("p", { class: "hint", text: `${clock(r.from)} – ${clock(r.to)} · shaded: incidents on this port (${mine.length})` })),
+        el("p", { class: "hint", text: `${clock(r.from)} – ${clock(r.to)} · shaded red: incidents on this port ` +
+          `(${mine.length}); amber: on the whole switch (${wide.length})` })),
       el("section", { class: "panel wide" }, charts),
-      section("Incidents on this port", mine.length
-        ? table(["severity", "incident", "started", "ended"], incRows, { id: "port-incidents" })
+      section("Incidents on this port and its switch", incRows.length
+        ? table(["severity", "incident", "on", "started", "ended"], incRows, { id: "port-incidents" })
         : el("p", { class: "empty", text: "none in the incident history" }))),
   ];
   return { nodes, after };

@@ -1,16 +1,17 @@
 // One switch: its facts, its incidents (open and past) and its ports table with peer, status,
 // rates and a sparkline of the last hour's input rate; each port a link to its charts.
 
-import { api, ago, bps, clock, el, link, rate, section, table, td, touches } from "../core.js";
+import { api, ago, bps, clock, el, link, rate, safeDecode, section, shown, table, td, touches } from "../core.js";
 import { sparkline } from "../charts.js";
 
 const enc = encodeURIComponent;
 
 export async function switchView(m) {
-  const name = decodeURIComponent(m[1]);
-  const [sw, ports, sparks, incidents] = await Promise.all([
+  const name = safeDecode(m[1]);
+  const [sw, ports, sparks, incidents, health] = await Promise.all([
     api(`/v1/switches/${enc(name)}`), api(`/v1/switches/${enc(name)}/ports?limit=1000`),
     api(`/v1/switches/${enc(name)}/sparklines?metric=in_bps&minutes=60`), api("/v1/incidents?state=all&limit=500"),
+    api("/v1/health"),
   ]);
   const mine = incidents.items.filter((a) => touches(a, name));
   const cells = [];
@@ -44,7 +45,8 @@ export async function switchView(m) {
   const nodes = [
     el("div", { class: "page" },
       el("section", { class: "panel wide" },
-        el("h2", { text: `${name} ` }, el("small", { class: sw.status || "unknown", text: sw.status || "unknown" })),
+        el("h2", { text: `${name} ` }, el("small", { id: "status", class: shown(sw.status, health.stale),
+          text: health.stale ? "stale verdict" : sw.status || "unknown" })),
         el("p", { class: "facts", text: facts }),
         sw.rail !== null ? link(`#/rail/${sw.rail}${sw.group !== null ? `?group=${sw.group}` : ""}`, `rail ${sw.rail} ›`) : null),
       section(`Incidents (${mine.length})`, mine.length
