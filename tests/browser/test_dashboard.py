@@ -15,12 +15,9 @@ Skipped where chromium, chromedriver or selenium are missing (``make setup`` ins
 from __future__ import annotations
 
 import json
-import shutil
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,33 +31,17 @@ from store.db import create_pool
 from store.pgserver import EmbeddedStore
 from tests.conftest import run_sync
 from tests.support.api_lab import CONFIG, DOWN_LEAF, FABRIC, JOB_HOSTS, STORM_LEAF, seeded_database, serve_in_thread
+from tests.support.browser import ARTIFACTS, api, console_errors, have_browser, open_view, rendered, renders, shoot
 
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.chrome.options import Options  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-ARGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--window-size=1366,768",  # a common laptop screen
-)
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 JOB = "train-42"
 ROUNDS, EVALUATE_EVERY = 24, 3  # 4 minutes of telemetry, an evaluation every 30 s
 
-pytestmark = pytest.mark.skipif(
-    not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()), reason="chromium and chromedriver are not installed"
-)
+pytestmark = pytest.mark.skipif(not have_browser(), reason="chromium and chromedriver are not installed")
 
 
 async def _register_job(dsn: str, hosts: list[str]) -> None:
@@ -86,69 +67,6 @@ def base_url(pg_store: EmbeddedStore) -> Iterator[str]:
         run_sync(_register_job(seeded.dsn, JOB_HOSTS))
         with serve_in_thread(lambda: create_app(CONFIG, FABRIC, dsn=seeded.dsn)) as url:
             yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    options = Options()
-    options.binary_location = CHROMIUM
-    for arg in ARGS:
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-@pytest.fixture
-def fresh(browser: Any) -> Iterator[Any]:
-    """The browser with its console log drained; the test's own errors are then its own."""
-    browser.set_window_size(1366, 768)
-    browser.get_log("browser")
-    yield browser
-
-
-def api(base_url: str, path: str, token: str | None = None) -> Any:
-    request = urllib.request.Request(base_url + path, headers={"Authorization": f"Bearer {token}"} if token else {})
-    with urllib.request.urlopen(request, timeout=30) as resp:
-        return json.load(resp)
-
-
-def console_errors(browser: Any) -> list[dict[str, Any]]:
-    return [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
-
-
-def open_view(browser: Any, url: str, view: str, within_s: float = 30) -> float:
-    """Load ``url`` afresh (a page load, not a hash change) and wait until ``view`` has rendered;
-    the page's own render time in ms."""
-    browser.get("about:blank")
-    browser.get(url)
-    ms = rendered(browser, view, within_s)
-    browser.execute_script("window.fabricmon.pause()")  # the overview's refresh would redraw under the test
-    return ms
-
-
-def rendered(browser: Any, view: str, within_s: float = 30, after: int = 0) -> float:
-    def done(d: Any) -> bool:
-        count, last = d.execute_script(
-            "const f = window.fabricmon; return f && f.count ? [f.count, f.renders.at(-1)] : [0, null]"
-        )
-        return bool(count > after and last["view"] == view)
-
-    WebDriverWait(browser, within_s).until(done)
-    last = browser.execute_script("return window.fabricmon.renders.at(-1)")
-    return float(last["ms"])
-
-
-def renders(browser: Any) -> int:
-    return int(browser.execute_script("return window.fabricmon.count"))
-
-
-def shoot(browser: Any, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    assert browser.save_screenshot(str(ARTIFACTS / f"dashboard-{name}.png"))
 
 
 def incident_of(base_url: str, leaf: str) -> dict[str, Any]:

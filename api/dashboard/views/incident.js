@@ -5,8 +5,19 @@
 import { api, blast, cellsOf, clock, el, enc, link, section, SEV_STATUS, shown, table, td } from "../core.js";
 import { renderMap } from "../map.js";
 
-function where(root) {
-  if (root.switch && root.port) return link(`#/port/${enc(root.switch)}/${enc(root.port)}`, `${root.switch}:${root.port}`);
+// The port's charts around the incident: from before it opened to a little after it ended (or now).
+function around(a) {
+  const start = Date.parse(a.started_at);
+  const end = a.ended_at ? Date.parse(a.ended_at) : Date.now();
+  const pad = Math.max(5 * 60e3, (end - start) / 2);
+  const iso = (ms) => new Date(ms).toISOString();
+  return `?from=${iso(start - pad)}&to=${iso(Math.min(Date.now(), end + pad))}`;
+}
+
+function where(root, a) {
+  if (root.switch && root.port) {
+    return link(`#/port/${enc(root.switch)}/${enc(root.port)}${around(a)}`, `${root.switch}:${root.port}`);
+  }
   if (root.switch) return link(`#/switch/${enc(root.switch)}`, root.switch);
   if (root.rail !== null && root.rail !== undefined) return link(`#/rail/${root.rail}`, `rail ${root.rail}`);
   return root.server || root.key || "–";
@@ -43,7 +54,7 @@ export async function incident(m) {
           text: `${a.severity} · ${a.state}${health.stale ? " · stale verdict: it may have changed" : ""}` })),
         el("p", { class: "summary", text: a.summary }),
         el("dl", { class: "facts" },
-          el("dt", { text: "root cause" }), el("dd", {}, `${a.root_cause.rule || a.rule} at `, where(a.root_cause)),
+          el("dt", { text: "root cause" }), el("dd", {}, `${a.root_cause.rule || a.rule} at `, where(a.root_cause, a)),
           el("dt", { text: "blast radius" }), el("dd", { text: blast(a.scope) }),
           el("dt", { text: "recommended" }), el("dd", { id: "action", text:
             `${a.recommended_action}${a.action_hosts.length ? ` ${a.action_hosts.join(", ")}` : ""}` +

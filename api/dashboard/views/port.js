@@ -5,7 +5,7 @@
 import { api, clock, el, enc, link, onPort, q, rate, bps, section, safeDecode, switchWide, table, td } from "../core.js";
 import { alignSeries, incidentWindows, timeChart } from "../charts.js";
 
-const RANGES = { "1h": 3600, "6h": 6 * 3600, "24h": 86400 };
+const RANGES = { "15m": 900, "1h": 3600, "6h": 6 * 3600, "24h": 86400 };
 
 function rangeOf(query) {
   const from = query.get("from");
