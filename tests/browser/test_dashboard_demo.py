@@ -24,7 +24,7 @@ from store.pgserver import EmbeddedStore
 from tests.support.browser import api, console_errors, have_browser, open_view, rendered, renders, shoot
 
 pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.by import By
 
 pytestmark = [
     pytest.mark.slow,
