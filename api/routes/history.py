@@ -31,7 +31,7 @@ from aiohttp import web
 from api.inputs import HistoryQuery, SparklineQuery, SwitchPath
 from api.problems import NotFound, Unprocessable
 from api.routes.base import CONFIG, POOL, UNKNOWN_SWITCH, Endpoint, Refusal, now, parse_path, parse_query, respond
-from api.routes.series import MAX_RANGE, PORT_EXPR, choose_step, parse_duration, parse_time
+from api.routes.series import MAX_RANGE, PORT_EXPR, choose_step, parse_duration, parse_window
 from api.schemas import HistoryOut, RailHistoryOut, SparklinesOut
 
 MAX_BUCKETS = 2_000
@@ -66,12 +66,8 @@ FROM port_counters WHERE switch = $2 AND time >= $3 AND time < $4 GROUP BY port,
 
 
 def _range(q: HistoryQuery, floor_s: float, first: datetime | None) -> tuple[datetime, datetime, float]:
-    end = parse_time(q.to, "to") if q.to is not None else now()
-    start = parse_time(q.from_, "from") if q.from_ is not None else end - DEFAULT_SPAN
-    if q.from_ is None and first is not None and start < first < end:
-        start = first  # a young database: the chart spans the history there is
-    if start >= end:
-        raise Unprocessable("from must be before to", kind="bad-range")
+    # a young database: by default the chart spans the history there is
+    start, end = parse_window(q.from_, q.to, DEFAULT_SPAN, earliest=first)
     if end - start > MAX_RANGE:
         raise Unprocessable(f"the range may span at most {MAX_RANGE.days} days", kind="range-too-long")
     span = (end - start).total_seconds()

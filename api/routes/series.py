@@ -115,6 +115,20 @@ def parse_time(value: str, name: str) -> datetime:
     return at
 
 
+def parse_window(
+    from_: str | None, to: str | None, default_span: timedelta, earliest: datetime | None = None
+) -> tuple[datetime, datetime]:
+    """``[from, to)`` as asked: ``to`` defaults to now, ``from`` to ``to`` minus ``default_span``
+    (or ``earliest``, when that is later and still before ``to``); 422 ``bad-range`` when empty."""
+    end = parse_time(to, "to") if to is not None else now()
+    start = parse_time(from_, "from") if from_ is not None else end - default_span
+    if from_ is None and earliest is not None and start < earliest < end:
+        start = earliest
+    if start >= end:
+        raise Unprocessable("from must be before to", kind="bad-range")
+    return start, end
+
+
 def parse_duration(value: str) -> float:
     match = _DURATION.match(value)
     if not match:
@@ -130,10 +144,7 @@ def choose_step(span_s: float, floor_s: float) -> float:
 
 async def series(request: web.Request) -> web.Response:
     q = parse_query(request, SeriesQuery)
-    end = parse_time(q.to, "to") if q.to is not None else now()
-    start = parse_time(q.from_, "from") if q.from_ is not None else end - timedelta(hours=1)
-    if start >= end:
-        raise Unprocessable("from must be before to", kind="bad-range")
+    start, end = parse_window(q.from_, q.to, timedelta(hours=1))
     limit = MAX_RANGE if q.port is not None else MAX_RANGE_SWITCH
     if end - start > limit:
         raise Unprocessable(
