@@ -15,10 +15,10 @@ from pydantic import BaseModel, ValidationError
 from api.cache import ReportCache, Verdict
 from api.live import Placement, SwitchStates
 from api.metrics import ApiMetrics
-from api.problems import BadRequest, Problem, Unavailable, Unprocessable, from_validation
+from api.problems import BadRequest, NotFound, Problem, Unavailable, Unprocessable, from_validation
 from config.model import Config
 from fabric.model import Fabric
-from store.db import Pool
+from store.db import Connection, Pool
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -48,6 +48,17 @@ class Refusal:
 
 #: Every route that looks a switch up by name.
 UNKNOWN_SWITCH = Refusal(404, "unknown-switch", "no switch of that name is in the inventory or has reported")
+
+
+def unknown_switch(name: str) -> NotFound:
+    """The problem of :data:`UNKNOWN_SWITCH`."""
+    return NotFound(f"no switch named {name!r}", kind="unknown-switch")
+
+
+async def require_switch(conn: Connection, name: str) -> None:
+    """404 ``unknown-switch`` unless ``name`` is a row of ``switches``."""
+    if await conn.fetchval("SELECT 1 FROM switches WHERE name = $1", name) is None:
+        raise unknown_switch(name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,16 +29,27 @@ from typing import Any
 from aiohttp import web
 
 from api.inputs import HistoryQuery, SparklineQuery, SwitchPath
-from api.problems import NotFound, Unprocessable
-from api.routes.base import CONFIG, POOL, UNKNOWN_SWITCH, Endpoint, Refusal, now, parse_path, parse_query, respond
+from api.problems import Unprocessable
+from api.routes.base import (
+    CONFIG,
+    POOL,
+    UNKNOWN_SWITCH,
+    Endpoint,
+    Refusal,
+    now,
+    parse_path,
+    parse_query,
+    require_switch,
+    respond,
+)
 from api.routes.series import MAX_RANGE, PORT_EXPR, choose_step, parse_duration, parse_window
 from api.schemas import HistoryOut, RailHistoryOut, SparklinesOut
 
 MAX_BUCKETS = 2_000
 SPARK_POINTS = 30
 DEFAULT_SPAN = timedelta(hours=6)
-_STATUS_RANK = {"healthy": 0, "degraded": 1, "critical": 2}
-_STATUS_NAME = {v: k for k, v in _STATUS_RANK.items()}
+#: The statuses in the order of ``_STATUS_SQL``'s ranks.
+_STATUS_NAME = ("healthy", "degraded", "critical")
 
 _STATUS_SQL = """
 SELECT time_bucket($1::interval, time) AS b,
@@ -90,15 +101,17 @@ def _us(at: datetime) -> int:
     return round(at.timestamp() * 1_000_000)
 
 
-def bucket_starts(start: datetime, end: datetime, step_s: float) -> list[int]:
-    """The starts (unix µs) of the buckets ``time_bucket`` gives over [start, end): integers, so a
-    step such as 2.1 s lines up with the database's buckets exactly."""
+Index = dict[int, int]
+
+
+def buckets(start: datetime, end: datetime, step_s: float) -> tuple[list[float], Index]:
+    """The buckets ``time_bucket`` gives over [start, end): their starts in unix seconds, and each
+    start (in µs) to its position. Integer µs, so a step such as 2.1 s lines up with the
+    database's buckets exactly."""
     step = round(step_s * 1_000_000)
     first = BUCKET_ORIGIN_US + (_us(start) - BUCKET_ORIGIN_US) // step * step
-    return list(range(first, _us(end), step))
-
-
-Index = dict[int, int]
+    starts = range(first, _us(end), step)
+    return [t / 1_000_000 for t in starts], {t: i for i, t in enumerate(starts)}
 
 
 def _column(rows: Iterable[Any], index: Index, key: str = "v") -> list[float | None]:
@@ -135,8 +148,7 @@ async def history(request: web.Request) -> web.Response:
         await conn.execute("SET LOCAL statement_timeout = 10000")
         first = await conn.fetchval("SELECT min(time) FROM analyzer_runs")
         start, end, step = _range(q, config.analyzer.interval_s, first)
-        starts = bucket_starts(start, end, step)
-        index = {t: i for i, t in enumerate(starts)}
+        times, index = buckets(start, end, step)
         args = (timedelta(seconds=step), start, end)
         status_rows = await conn.fetch(_STATUS_SQL, *args)
         ratio_rows = _split(await conn.fetch(_RATIO_SQL, *args, scope, names), "name")
@@ -165,7 +177,7 @@ async def history(request: web.Request) -> web.Response:
             end=end,
             step_s=step,
             rail=q.rail,
-            times=[t / 1_000_000 for t in starts],
+            times=times,
             status=status,
             ratio=ratios,
             ratio_infinite={k: v for k, v in infinite.items() if v},
@@ -183,14 +195,11 @@ async def sparklines(request: web.Request) -> web.Response:
     end = now()
     start = end - timedelta(minutes=q.minutes)
     step = max(1.0, q.minutes * 60 / SPARK_POINTS)
-    starts = bucket_starts(start, end, step)
-    index = {t: i for i, t in enumerate(starts)}
+    times, index = buckets(start, end, step)
     async with request.app[POOL].acquire() as conn:
-        if await conn.fetchval("SELECT 1 FROM switches WHERE name = $1", name) is None:
-            raise NotFound(f"no switch named {name!r}", kind="unknown-switch")
+        await require_switch(conn, name)
         rows = await conn.fetch(_SPARK_SQL.format(expr=PORT_EXPR[q.metric]), timedelta(seconds=step), name, start, end)
     ports = {p: _column(r, index) for p, r in sorted(_split(rows, "port").items())}
-    times = [t / 1_000_000 for t in starts]
     return respond(SparklinesOut(switch=name, metric=q.metric, step_s=step, times=times, ports=ports))
 
 

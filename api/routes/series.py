@@ -23,7 +23,18 @@ from aiohttp import web
 
 from api.inputs import SeriesQuery
 from api.problems import NotFound, Problem, Unprocessable
-from api.routes.base import CACHE, CONFIG, POOL, UNKNOWN_SWITCH, Endpoint, Refusal, now, parse_query, respond
+from api.routes.base import (
+    CACHE,
+    CONFIG,
+    POOL,
+    UNKNOWN_SWITCH,
+    Endpoint,
+    Refusal,
+    now,
+    parse_query,
+    require_switch,
+    respond,
+)
 from api.schemas import SeriesOut, SeriesPoint
 from store.db import PostgresError
 
@@ -166,8 +177,7 @@ async def series(request: web.Request) -> web.Response:
             )
     pool = request.app[POOL]
     async with pool.acquire() as conn:
-        if await conn.fetchval("SELECT 1 FROM switches WHERE name = $1", q.switch) is None:
-            raise NotFound(f"no switch named {q.switch!r}", kind="unknown-switch")
+        await require_switch(conn, q.switch)
         if (
             q.port is not None
             and await conn.fetchval("SELECT 1 FROM ports WHERE switch = $1 AND port = $2", q.switch, q.port) is None

@@ -22,7 +22,6 @@ from aiohttp import web
 from analyzer.engine import status_of
 from api.inputs import Limit, PageQuery, SwitchesQuery, SwitchPath
 from api.live import NEWEST_SQL
-from api.problems import NotFound
 from api.routes.base import (
     CACHE,
     CONFIG,
@@ -33,7 +32,9 @@ from api.routes.base import (
     now,
     parse_path,
     parse_query,
+    require_switch,
     respond,
+    unknown_switch,
 )
 from api.schemas import PeerOut, PortList, PortOut, Reachability, SwitchList, SwitchOut, Window
 from store.db import Connection, Record
@@ -155,7 +156,7 @@ async def get_switch(request: web.Request) -> web.Response:
     name = parse_path(request, SwitchPath).name
     row = (await request.app[STATES].get()).by_name.get(name)
     if row is None:
-        raise NotFound(f"no switch named {name!r}", kind="unknown-switch")
+        raise unknown_switch(name)
     return respond(_switch(request, row))
 
 
@@ -194,8 +195,7 @@ async def switch_ports(request: web.Request) -> web.Response:
     name = parse_path(request, SwitchPath).name
     q = parse_query(request, PortsQuery)
     async with request.app[POOL].acquire() as conn:
-        if await conn.fetchval("SELECT 1 FROM switches WHERE name = $1", name) is None:
-            raise NotFound(f"no switch named {name!r}", kind="unknown-switch")
+        await require_switch(conn, name)
         start, end = await latest_window(conn, request.app[CACHE].window_s)
         heartbeat = timedelta(seconds=request.app[CONFIG].collector.pfc_heartbeat_s)
         rows = await conn.fetch(_PORTS_SQL, name, start or EPOCH, end or EPOCH, q.limit, q.offset, heartbeat)
