@@ -24,8 +24,6 @@ const ROUTES = [
   [/^\/job\/(.+)$/, job, (m) => [["job " + safeDecode(m[1])]]],
 ];
 
-export const state = { health: null };
-
 function parseHash() {
   const raw = location.hash.replace(/^#/, "") || "/";
   const [path, query = ""] = raw.split("?");
@@ -33,7 +31,6 @@ function parseHash() {
 }
 
 function renderHealth(h) {
-  state.health = h;
   const overall = $("#overall");
   const status = h.stale ? "unknown" : h.status;
   overall.className = `badge ${status}`;

@@ -2,7 +2,7 @@
 // incidents, the fabric's history (down:up ratio worst and per tier, rail capacity, error budgets),
 // the worst oversubscription, SLO budgets and job estimates.
 
-import { $, api, blast, ago, el, gbps, link, pct, SEV_STATUS } from "../core.js";
+import { api, blast, ago, el, gbps, link, pct, SEV_STATUS } from "../core.js";
 import { timeChart } from "../charts.js";
 import { renderMap } from "../map.js";
 
