@@ -159,7 +159,7 @@ async def run(dsn: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="fabricmon-bench-e2e-") as tmp:
         config = Path(tmp) / "fabricmon.yaml"
         sim_args = ["--gpus", str(GPUS), "--gnmi", "127.0.0.1:0", "--snmp", "", "--control", ""]
-        async with simulator(*sim_args, "--protocols", "gnmi", "--write-config", str(config)) as _:
+        async with simulator(*sim_args, "--protocols", "gnmi", "--write-config", str(config)) as (sim, _):
             env = {
                 **os.environ,
                 "FABRICMON_DATABASE__DSN": dsn,
@@ -182,7 +182,7 @@ async def run(dsn: str) -> dict[str, Any]:
                     shards.append(_Shard(proc, f"http://{at}/metrics"))
                     if i == 0:  # the first migrates the store; the others start on a ready schema
                         switches = await _until_schema(dsn)
-                return await _measure(dsn, shards, switches)
+                return await _measure(dsn, shards, switches, sim.pid)
             finally:
                 for shard in shards:
                     if shard.proc.poll() is None:
@@ -204,15 +204,23 @@ async def _until_schema(dsn: str) -> int:
         await pool.close()
 
 
-async def _measure(dsn: str, shards: list[_Shard], switches: int) -> dict[str, Any]:
+def _machine_busy_s() -> float:
+    """CPU-seconds the whole machine has been busy (every core; /proc/stat, not idle or iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+async def _measure(dsn: str, shards: list[_Shard], switches: int, sim_pid: int) -> dict[str, Any]:
     connect_s = await _until_connected(shards, switches)
     await asyncio.sleep(INTERVAL_S * 1.5)  # past every stream's first full dump
     m0 = [await _complete_metrics(s.url) for s in shards]
+    sim0, busy0 = _cpu_s(sim_pid), _machine_busy_s()
     cpu0, t0, wall0 = sum(_cpu_s(s.proc.pid) for s in shards), time.monotonic(), datetime.now(UTC)
     print(f"bench: collect_e2e measuring {WINDOW_S:.0f}s over {switches} switches", file=sys.stderr, flush=True)
     await asyncio.sleep(WINDOW_S)
     m1 = [await _complete_metrics(s.url) for s in shards]
     cpu1, t1, wall1 = sum(_cpu_s(s.proc.pid) for s in shards), time.monotonic(), datetime.now(UTC)
+    sim1, busy1 = _cpu_s(sim_pid), _machine_busy_s()
     memory = [_memory_mb(s.proc.pid) for s in shards]
     pool = await create_pool(dsn)
     try:
@@ -256,6 +264,11 @@ async def _measure(dsn: str, shards: list[_Shard], switches: int) -> dict[str, A
         "collector_cpu_s": round(cpu, 1),
         "collector_cores": round(cpu / wall, 2),
         "values_per_cpu_s": round(values / max(cpu, 1e-9)),
+        # who else had the cores: the simulator, and the whole machine (PostgreSQL is most of the rest)
+        "simulator_cores": round((sim1 - sim0) / wall, 2),
+        "machine_busy_cores": round((busy1 - busy0) / wall, 2),
+        "cpus": os.cpu_count(),
+        "gnmi_transport": os.environ.get("FABRICMON_COLLECTOR__GNMI_TRANSPORT", "h2"),
         "cpu_s_per_million_values": round(cpu / max(values, 1) * 1e6, 2),
         "rss_mb": sum(m["rss_mb"] for m in memory),
         "peak_rss_mb_per_process": max(m["peak_rss_mb"] for m in memory),

@@ -1,4 +1,4 @@
-"""gNMI collector throughput: ours (grpc.aio + the bytes-level decoder) against pygnmi's subscribe loop.
+"""gNMI collector throughput: ours (our HTTP/2 client + the bytes-level decoder) against pygnmi's subscribe loop.
 
 One simulator subprocess (``fabricmon sim``) serves the fabric; each consumer then runs in a
 subprocess of its own, so its CPU time (``getrusage``, every thread included: gRPC's and
@@ -12,7 +12,8 @@ same interval and the same window:
   counting the updates of each parsed notification.
 
 * ``bare``: grpc.aio alone, the same Subscribe streams read as raw bytes and only counted: the
-  floor of gRPC's per-message cost, which no decoder can go below (issue 14's part 2).
+  floor of grpc.aio's per-message cost (issue 14's part 2);
+* ``h2bare``: the same with our own HTTP/2 client (wire/grpc_h2.py), the collector's default.
 
 Both count values only inside the window that starts once every stream has synced. The result
 is values per CPU-second for each and their ratio (goal: ours >= 150K/s and >= 3x pygnmi).
@@ -41,12 +42,14 @@ from pygnmi.spec.v080 import gnmi_pb2
 from bench.simproc import simulator
 from collector.config import CollectorConfig
 from collector.gnmi import GnmiCollector
-from collector.gnmi_stream import SUBSCRIBE, subscribe_request
+from collector.gnmi_stream import subscribe_request
+from collector.gnmi_transport import SUBSCRIBE, split_address
 from collector.profiles import load_profile
 from collector.records import LldpReading, PortReading, TargetState
 from collector.targets import SwitchTarget
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
+from wire import grpc_h2
 
 GPUS = int(os.environ.get("FABRICMON_BENCH_GNMI_GPUS", "1024"))
 INTERVAL_S = float(os.environ.get("FABRICMON_BENCH_GNMI_INTERVAL_S", "1"))
@@ -167,6 +170,48 @@ async def consume_bare(address: str, switches: list[str], interval_s: float, win
     }
 
 
+async def consume_h2_bare(address: str, switches: list[str], interval_s: float, window_s: float) -> dict[str, Any]:
+    """Our own HTTP/2 client's floor (wire/grpc_h2.py): the same streams, read as bytes and counted."""
+    profile = load_profile("openconfig")
+    messages = 0
+    host, port = split_address(address)
+    conn = await grpc_h2.connect(host, port)
+
+    async def read(request: gnmi_pb2.SubscribeRequest) -> None:
+        nonlocal messages
+        stream = conn.open(SUBSCRIBE, (), 1 << 28)
+        await stream.write(request.SerializeToString())
+        while batch := await stream.read_batch():
+            messages += len(batch)
+
+    requests = [
+        subscribe_request(profile, target, subs, interval_s, poll=False)
+        for sw in switches
+        for target, subs in profile.streams(sw, sw).items()
+    ]
+    tasks = [asyncio.create_task(read(r)) for r in requests]
+    try:
+        await asyncio.sleep(max(3 * interval_s, 5.0))  # past the first dumps
+        m0, cpu0, t0 = messages, _cpu(), time.monotonic()
+        await asyncio.sleep(window_s)
+        m1, cpu1, t1 = messages, _cpu(), time.monotonic()
+        if any(t.done() for t in tasks):
+            raise RuntimeError("an h2 stream ended early")
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        conn.close()
+    n = max(m1 - m0, 1)
+    return {
+        "messages": m1 - m0,
+        "window_s": round(t1 - t0, 2),
+        "cpu_s": round(cpu1 - cpu0, 2),
+        "messages_per_s": round((m1 - m0) / (t1 - t0)),
+        "cpu_us_per_message": round((cpu1 - cpu0) / n * 1e6, 1),
+    }
+
+
 def consume_pygnmi(address: str, switches: list[str], interval_s: float, window_s: float) -> dict[str, Any]:
     from pygnmi.client import gNMIclient
 
@@ -245,6 +290,7 @@ async def run(dsn: str) -> dict[str, Any]:
         ours = await _subprocess_json("--consumer", "ours", *common)
         theirs = await _subprocess_json("--consumer", "pygnmi", *common)
         bare = await _subprocess_json("--consumer", "bare", *common)
+        h2_bare = await _subprocess_json("--consumer", "h2bare", *common)
     ratio = ours["values_per_cpu_s"] / max(theirs["values_per_cpu_s"], 1)
     values_per_message = ours["values"] / max(ours["messages"], 1)
     return {
@@ -255,9 +301,11 @@ async def run(dsn: str) -> dict[str, Any]:
         "ours": ours,
         "pygnmi": theirs,
         "grpc_bare": bare,
+        "h2_bare": h2_bare,
         "values_per_message": round(values_per_message, 1),
         # Values per CPU-second with nothing done but reading the messages: what grpc.aio allows.
         "grpc_ceiling_values_per_cpu_s": round(values_per_message / max(bare["cpu_us_per_message"], 1e-9) * 1e6),
+        "h2_ceiling_values_per_cpu_s": round(values_per_message / max(h2_bare["cpu_us_per_message"], 1e-9) * 1e6),
         "ratio_values_per_cpu_s": round(ratio, 2),
         "pygnmi_share_of_stream": round(theirs["values_per_s"] / max(ours["values_per_s"], 1), 2),
         "goals": {
@@ -269,7 +317,7 @@ async def run(dsn: str) -> dict[str, Any]:
 
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.gnmi_collector", description=__doc__.splitlines()[0])
-    p.add_argument("--consumer", choices=["ours", "pygnmi", "bare"])
+    p.add_argument("--consumer", choices=["ours", "pygnmi", "bare", "h2bare"])
     p.add_argument("--address")
     p.add_argument("--interval", type=float, default=INTERVAL_S)
     p.add_argument("--seconds", type=float, default=WINDOW_S)
@@ -282,6 +330,8 @@ def main() -> None:
         result = asyncio.run(consume_ours(a.address, switches, a.interval, a.seconds))
     elif a.consumer == "bare":
         result = asyncio.run(consume_bare(a.address, switches, a.interval, a.seconds))
+    elif a.consumer == "h2bare":
+        result = asyncio.run(consume_h2_bare(a.address, switches, a.interval, a.seconds))
     else:
         result = consume_pygnmi(a.address, switches, a.interval, a.seconds)
     print(json.dumps(result))

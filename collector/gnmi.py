@@ -2,7 +2,8 @@
 
 Per switch, the profile (:mod:`collector.profiles`) gives the subscriptions; they are grouped
 by gNMI prefix target, one Subscribe stream per group (one for OpenConfig switches; SONiC
-needs two, COUNTERS_DB and APPL_DB). Streams share one ``grpc.aio`` channel per distinct
+needs two, COUNTERS_DB and APPL_DB). Streams share one channel (:mod:`collector.gnmi_transport`:
+one HTTP/2 connection of our own client by default, or a ``grpc.aio`` channel) per distinct
 (address, TLS, credentials): the simulator serves every switch on one address, a real switch
 has an address of its own. Each stream (:mod:`collector.gnmi_stream`) decodes on the hot path
 (:mod:`collector.gnmi_decode`), reconnects with gRPC's backoff schedule and reports its state;
@@ -20,8 +21,8 @@ Channel settings, and why:
   allows a ping per 5 min *without data* and strikes the client out with GOAWAY
   ``too_many_pings``; SAMPLE data every interval resets its strike count, so 30 s is safe
   with sampling at or below 30 s and finds a dead TCP connection within ~40 s;
-* the channel's own reconnect backoff follows the same tuning as the streams, so a switch that
-  is back is seen at the next attempt, not after a longer channel-level wait;
+* reconnecting is the streams' backoff alone (grpc.aio's channel-level backoff follows the same
+  tuning; our client has none), so a switch that is back is seen at the next attempt;
 * the channel accepts messages up to ``channel_max_message_bytes``; the decoder skips (and
   counts) responses above ``max_message_bytes``, so one huge message costs one message, not
   the stream.
@@ -34,12 +35,11 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
-import grpc
-
-from collector.config import CollectorConfig, TlsConfig
+from collector.config import CollectorConfig
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_settings import GnmiStats, GnmiTuning, StreamSettings
-from collector.gnmi_stream import ChannelError, GnmiStream, subscribe_request
+from collector.gnmi_stream import GnmiStream, subscribe_request
+from collector.gnmi_transport import Channel, build_channel
 from collector.gnmi_values import PortState, Resolver
 from collector.profiles import Subscription, load_profile
 from collector.records import Sink, TargetState
@@ -60,9 +60,9 @@ _ChannelKey = tuple[str, bool, str, str, str, str, str, str]
 class _Channels:
     """One channel per distinct (address, TLS, credentials), built on first use."""
 
-    def __init__(self, tuning: GnmiTuning) -> None:
-        self._tuning = tuning
-        self._open: dict[_ChannelKey, grpc.aio.Channel] = {}
+    def __init__(self, tuning: GnmiTuning, transport: str) -> None:
+        self._tuning, self._transport = tuning, transport
+        self._open: dict[_ChannelKey, Channel] = {}
 
     @staticmethod
     def key(t: SwitchTarget) -> _ChannelKey:
@@ -71,50 +71,17 @@ class _Channels:
         ca, cert, key = (str(p or "") for p in (tls.ca_file, tls.cert_file, tls.key_file))
         return (t.address, tls.enabled, ca, cert, key, tls.server_name or "", t.username or "", secret)
 
-    def get(self, t: SwitchTarget) -> grpc.aio.Channel:
+    def get(self, t: SwitchTarget) -> Channel:
         key = self.key(t)
         channel = self._open.get(key)
         if channel is None:
-            channel = self._open[key] = self._build(t.address, t.tls)
+            channel = self._open[key] = build_channel(self._transport, t.address, t.tls, self._tuning)
         return channel
-
-    def _build(self, address: str, tls: TlsConfig) -> grpc.aio.Channel:
-        tune = self._tuning
-        options: list[tuple[str, int | str]] = [
-            ("grpc.keepalive_time_ms", int(tune.keepalive_time_s * 1000)),
-            ("grpc.keepalive_timeout_ms", int(tune.keepalive_timeout_s * 1000)),
-            ("grpc.keepalive_permit_without_calls", 0),
-            ("grpc.http2.max_pings_without_data", 0),
-            ("grpc.max_receive_message_length", tune.channel_max_message_bytes),
-            ("grpc.initial_reconnect_backoff_ms", max(int(tune.backoff_initial_s * 1000), 100)),
-            ("grpc.max_reconnect_backoff_ms", max(int(tune.backoff_max_s * 1000), 100)),
-            ("grpc.enable_retries", 0),
-        ]
-        if not tls.enabled:
-            return grpc.aio.insecure_channel(address, options=options)
-        if tls.server_name:
-            options.append(("grpc.ssl_target_name_override", tls.server_name))
-        return grpc.aio.secure_channel(address, _credentials(tls), options=options)
 
     async def close(self) -> None:
         channels, self._open = list(self._open.values()), {}
         for channel in channels:
-            await channel.close(grace=None)
-
-
-def _credentials(tls: TlsConfig) -> grpc.ChannelCredentials:
-    def read(path: object) -> bytes | None:
-        if path is None:
-            return None
-        try:
-            with open(str(path), "rb") as f:
-                return f.read()
-        except OSError as exc:
-            raise ChannelError(f"TLS file {path} unreadable: {exc.strerror or exc}") from exc
-
-    return grpc.ssl_channel_credentials(
-        root_certificates=read(tls.ca_file), private_key=read(tls.key_file), certificate_chain=read(tls.cert_file)
-    )
+            await channel.close()
 
 
 class _Switch:
@@ -149,7 +116,7 @@ class GnmiCollector:
         self._sink = sink
         self._config = config
         self._tuning = tuning = tuning or GnmiTuning()
-        self._channels = _Channels(tuning)
+        self._channels = _Channels(tuning, config.gnmi_transport)
         self._limit = asyncio.Semaphore(config.gnmi_concurrency)
         self._switches: list[_Switch] = []
         resolvers: dict[str, Resolver] = {}

@@ -28,7 +28,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import grpc
 from pygnmi.create_gnmi_path import gnmi_path_generator
@@ -36,13 +36,14 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_settings import GnmiStats, StreamSettings
+from collector.gnmi_transport import Call, Channel, ChannelError
 from collector.gnmi_values import OVERSIZE
 from collector.profiles import Profile, Subscription
 from collector.records import Sink, TargetState
+from wire.grpc_h2 import RpcError
 
 log = logging.getLogger(__name__)
 
-SUBSCRIBE = "/gnmi.gNMI/Subscribe"
 _STREAM, _POLL = 0, 2  # SubscriptionList.Mode
 _ON_CHANGE, _SAMPLE = 1, 2  # SubscriptionMode
 _ERROR_CODES = {
@@ -56,10 +57,6 @@ _ERROR_CODES = {
 }
 _TLS_WORDS = ("ssl", "tls", "handshake", "certificate", "x509")
 _CLOSED_WORDS = ("socket closed", "connection reset", "end of tcp stream")
-
-
-class ChannelError(Exception):
-    """A channel that cannot be built (unreadable TLS files): the stream's state becomes ERROR."""
 
 
 @dataclass(slots=True)
@@ -82,7 +79,12 @@ class Backoff:
         self._current = 0.0
 
 
-def classify(exc: grpc.aio.AioRpcError, *, tls: bool) -> tuple[TargetState, str]:
+class _Failure(Protocol):
+    def code(self) -> grpc.StatusCode: ...
+    def details(self) -> str | None: ...
+
+
+def classify(exc: _Failure, *, tls: bool) -> tuple[TargetState, str]:
     """The state and detail an RPC failure means for the switch (``tls``: the channel uses TLS)."""
     code = exc.code()
     details = (exc.details() or "").strip()
@@ -133,7 +135,7 @@ class GnmiStream:
         settings: StreamSettings,
         *,
         decoder: StreamDecoder,
-        channel: Callable[[], grpc.aio.Channel],
+        channel: Callable[[], Channel],
         sink: Sink,
         stats: GnmiStats,
         limit: asyncio.Semaphore,
@@ -144,7 +146,7 @@ class GnmiStream:
         self.detail: str | None = None
         self.sampled = settings.sampled  # has SAMPLE subscriptions: silence means STALE
         self.last_data = time.monotonic()
-        self._request, self._dec, self._channel = settings.request, decoder, channel
+        self._request, self._dec, self._channel = settings.request.SerializeToString(), decoder, channel
         self._metadata = settings.metadata
         self._sink, self._stats, self._tuning = sink, stats, settings.tuning
         self._interval = interval_s = settings.interval_s
@@ -227,16 +229,9 @@ class GnmiStream:
         try:
             await self._limit.acquire()
             self._held = True
-            channel = self._channel()
-            call = channel.stream_stream(
-                SUBSCRIBE, request_serializer=gnmi_pb2.SubscribeRequest.SerializeToString, response_deserializer=None
-            )(metadata=self._metadata or None)
-            try:
-                await self._read(call)
-            finally:
-                call.cancel()
+            await self._read(self._channel())
             return TargetState.UNREACHABLE, "the target ended the stream"
-        except grpc.aio.AioRpcError as exc:
+        except (grpc.aio.AioRpcError, RpcError) as exc:
             if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:  # a message above the channel's limit
                 self._sink.count_invalid(self.switch, OVERSIZE, 1)
             return classify(exc, tls=self._tls)
@@ -256,48 +251,57 @@ class GnmiStream:
             self._held = False
             self._limit.release()
 
-    async def _read(self, call: Any) -> None:
-        """Read until the RPC ends (EOF: the target closed it; errors raise AioRpcError)."""
+    async def _read(self, channel: Channel) -> None:
+        """Open the call and read until it ends (a clean end returns; errors raise)."""
         dec, wake, stats = self._dec, self._wake, self._stats
         batch = self._tuning.batch_readings
         loop = asyncio.get_running_loop()
         dec.begin()
+        call: Call | None = None
         poller: asyncio.Task[None] | None = None
         try:
             async with asyncio.timeout(self._first_timeout) as deadline:
+                call = await channel.subscribe(self._metadata)
                 await call.write(self._request)
                 next_push = 0.0
                 while True:
-                    raw = await call.read()
-                    if raw is grpc.aio.EOF:
+                    raws = await call.read_batch()
+                    if not raws:
                         return
                     now = self.last_data = time.monotonic()
-                    stats.responses += 1
+                    stats.responses += len(raws)
                     if now > next_push:  # move the idle deadline only now and then: it costs a timer
                         deadline.reschedule(loop.time() + self._idle_s if self._idle_s else None)
                         next_push = now + max(self._idle_s / 4, 0.5)
                     if self.state is TargetState.STALE:
                         self.set_state(TargetState.CONNECTED)
-                    if dec.feed(raw):
-                        await self._flush(close=True)
-                        if self._synced_at is None:
-                            self._synced_at = now
-                            self._release()
-                            self.set_state(TargetState.CONNECTED)
-                            if self._poll:
-                                poller = asyncio.create_task(self._polls(call), name=f"gnmi-poll-{self.switch}")
-                        continue
-                    if len(dec.ready_ports) >= batch:
-                        await self._flush(close=False)
+                    for raw in raws:
+                        if dec.feed(raw):
+                            await self._flush(close=True)
+                            if self._synced_at is None:
+                                poller = self._on_first_sync(now, call)
+                        elif len(dec.ready_ports) >= batch:
+                            await self._flush(close=False)
                     if not wake.is_set():
                         wake.set()
         finally:
             if poller is not None:
                 poller.cancel()
                 await asyncio.gather(poller, return_exceptions=True)
+            if call is not None:
+                call.cancel()
 
-    async def _polls(self, call: Any) -> None:
-        poll = gnmi_pb2.SubscribeRequest(poll=gnmi_pb2.Poll())
+    def _on_first_sync(self, now: float, call: Call) -> asyncio.Task[None] | None:
+        """CONNECTED; the concurrency slot given back; in POLL mode, the poller (returned) started."""
+        self._synced_at = now
+        self._release()
+        self.set_state(TargetState.CONNECTED)
+        if not self._poll:
+            return None
+        return asyncio.create_task(self._polls(call), name=f"gnmi-poll-{self.switch}")
+
+    async def _polls(self, call: Call) -> None:
+        poll = gnmi_pb2.SubscribeRequest(poll=gnmi_pb2.Poll()).SerializeToString()
         while True:
             await asyncio.sleep(self._interval)
             await call.write(poll)

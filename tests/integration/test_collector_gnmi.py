@@ -36,6 +36,8 @@ LEAF = "lf-g1-r1"
 SPINE = "sp-r1-1"
 PARAMS = FabricParams(gpus=64, radix=16)
 FAST = GnmiTuning(backoff_initial_s=0.2, backoff_max_s=1.0)
+#: Our HTTP/2 client (the default) and grpc.aio (the fallback) must behave the same to a user.
+BOTH_TRANSPORTS = pytest.mark.parametrize("transport", ["h2", "grpc"])
 COUNTERS = (
     "in_octets",
     "out_octets",
@@ -94,9 +96,14 @@ async def until(cond: Callable[[], bool], within: float, what: str = "condition"
 
 @contextlib.asynccontextmanager
 async def collecting(
-    targets: Sequence[SwitchTarget], sink: RecordingSink, interval_s: float = 1.0, tuning: GnmiTuning = FAST
+    targets: Sequence[SwitchTarget],
+    sink: RecordingSink,
+    interval_s: float = 1.0,
+    tuning: GnmiTuning = FAST,
+    transport: str = "h2",
 ) -> AsyncIterator[GnmiCollector]:
-    collector = GnmiCollector(targets, sink, CollectorConfig(gnmi_interval_s=interval_s), tuning=tuning)
+    config = CollectorConfig(gnmi_interval_s=interval_s, gnmi_transport=transport)
+    collector = GnmiCollector(targets, sink, config, tuning=tuning)
     task = asyncio.create_task(collector.run())
     try:
         yield collector
@@ -133,14 +140,15 @@ def test_backoff_follows_grpcs_connection_backoff_schedule() -> None:
 # --- against the simulator ------------------------------------------------------------------
 
 
-async def test_whole_fabric_matches_the_simulator() -> None:
+@BOTH_TRANSPORTS
+async def test_whole_fabric_matches_the_simulator(transport: str) -> None:
     sim, address = await simulator()
     state = sim.state
     assert state is not None
     names = list(state.fabric.switches)
     sink = RecordingSink()
     try:
-        async with collecting([gnmi_target(n, address) for n in names], sink) as collector:
+        async with collecting([gnmi_target(n, address) for n in names], sink, transport=transport) as collector:
             await until(lambda: all(sink.state(n) is TargetState.CONNECTED for n in names), 10, "all connected")
             ports = sum(len(state.ports(n)) for n in names)
 
@@ -376,7 +384,8 @@ def view() -> FabricState:
     return FabricState(build_aipod(PARAMS))
 
 
-async def test_tls_right_ca_wrong_ca_and_plaintext(tmp_path: Path, view: FabricState) -> None:
+@BOTH_TRANSPORTS
+async def test_tls_right_ca_wrong_ca_and_plaintext(tmp_path: Path, view: FabricState, transport: str) -> None:
     cert, key, _ = _cert("localhost")
     stranger, _, _ = _cert("someone else")
     (tmp_path / "ca.pem").write_bytes(cert)
@@ -388,9 +397,10 @@ async def test_tls_right_ca_wrong_ca_and_plaintext(tmp_path: Path, view: FabricS
         gnmi_target("good", address, gnmi_target=LEAF, tls=TlsConfig(enabled=True, ca_file=tmp_path / "ca.pem")),
         gnmi_target("wrong-ca", address, gnmi_target=LEAF, tls=TlsConfig(enabled=True, ca_file=tmp_path / "other.pem")),
         gnmi_target("plaintext", address, gnmi_target=LEAF),
+        gnmi_target("no-ca", address, gnmi_target=LEAF, tls=TlsConfig(enabled=True, ca_file=tmp_path / "missing.pem")),
     ]
     try:
-        async with collecting(targets, sink):
+        async with collecting(targets, sink, transport=transport):
             await until(lambda: sink.state("good") is TargetState.CONNECTED, 10, "TLS connected")
             await until(lambda: sink.state("wrong-ca") is TargetState.ERROR, 5, "wrong CA refused")
             assert "TLS" in (sink.detail("wrong-ca") or "") and "CERTIFICATE_VERIFY_FAILED" in (
@@ -398,6 +408,8 @@ async def test_tls_right_ca_wrong_ca_and_plaintext(tmp_path: Path, view: FabricS
             )
             await until(lambda: sink.state("plaintext") in (TargetState.UNREACHABLE, TargetState.ERROR), 5, "plaintext")
             assert "TLS" in (sink.detail("plaintext") or "")
+            await until(lambda: sink.state("no-ca") is TargetState.ERROR, 5, "missing CA file")
+            assert "missing.pem unreadable" in (sink.detail("no-ca") or "")
             await asyncio.sleep(0.5)
             assert TargetState.CONNECTED not in sink.history("wrong-ca") + sink.history("plaintext")
             assert any(r.switch == "good" for r in sink.ports)
@@ -405,7 +417,8 @@ async def test_tls_right_ca_wrong_ca_and_plaintext(tmp_path: Path, view: FabricS
         await server.stop(0)
 
 
-async def test_mutual_tls(tmp_path: Path, view: FabricState) -> None:
+@BOTH_TRANSPORTS
+async def test_mutual_tls(tmp_path: Path, view: FabricState, transport: str) -> None:
     ca_pem, _, ca = _cert("fabricmon test CA")
     server_cert, server_key, _ = _cert("localhost", issuer=ca)
     client_cert, client_key, _ = _cert("collector", issuer=ca)
@@ -424,7 +437,7 @@ async def test_mutual_tls(tmp_path: Path, view: FabricState) -> None:
         ),
     ]
     try:
-        async with collecting(targets, sink):
+        async with collecting(targets, sink, transport=transport):
             await until(lambda: sink.state("mtls") is TargetState.CONNECTED, 10, "mTLS connected")
             await until(
                 lambda: sink.state("no-client-cert") in (TargetState.ERROR, TargetState.UNREACHABLE), 5, "refused"
@@ -434,7 +447,8 @@ async def test_mutual_tls(tmp_path: Path, view: FabricState) -> None:
         await server.stop(0)
 
 
-async def test_wrong_password_is_an_error_state(view: FabricState) -> None:
+@BOTH_TRANSPORTS
+async def test_wrong_password_is_an_error_state(view: FabricState, transport: str) -> None:
     server = await serve_gnmi(view, "127.0.0.1", 0, credentials=("admin", "s3cret"))
     address = f"127.0.0.1:{server.port}"
     sink = RecordingSink()
@@ -444,7 +458,7 @@ async def test_wrong_password_is_an_error_state(view: FabricState) -> None:
         gnmi_target("unknown", address, gnmi_target="no-such-switch", username="admin", password=SecretStr("s3cret")),
     ]
     try:
-        async with collecting(targets, sink):
+        async with collecting(targets, sink, transport=transport):
             await until(lambda: sink.state("right") is TargetState.CONNECTED, 10, "connected")
             await until(lambda: sink.state("wrong") is TargetState.ERROR, 5, "refused")
             assert "UNAUTHENTICATED" in (sink.detail("wrong") or "") and "nope" not in (sink.detail("wrong") or "")

@@ -1,0 +1,171 @@
+"""How a gNMI stream reaches its switch: grpc.aio, or fabricmon's own HTTP/2 client.
+
+Both give a stream the same three things: ``await channel.subscribe(metadata)`` opens a
+Subscribe call, ``await call.read_batch()`` returns every response that has arrived (``[]``
+at a clean end), ``await call.write(bytes)`` sends a request; failures raise an error with
+``code()`` and ``details()`` (:class:`grpc.aio.AioRpcError` or :class:`wire.grpc_h2.RpcError`),
+which :func:`collector.gnmi_stream.classify` reads the same way.
+
+``collector.gnmi_transport: h2`` (the default) is :mod:`wire.grpc_h2`: one wake-up per socket
+read, however many responses it carries, ~3x cheaper per message than grpc.aio
+(docs/benchmarks.md). ``grpc`` is grpc.aio, kept for a device our client cannot talk to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Sequence
+from typing import Protocol
+
+import grpc
+
+from collector.config import TlsConfig
+from collector.gnmi_settings import GnmiTuning
+from wire import grpc_h2
+
+SUBSCRIBE = "/gnmi.gNMI/Subscribe"
+Metadata = Sequence[tuple[str, str]]
+
+
+class ChannelError(Exception):
+    """A channel that cannot be built (unreadable TLS files): the stream's state becomes ERROR."""
+
+
+class Call(Protocol):
+    async def write(self, message: bytes) -> None: ...
+    async def read_batch(self) -> list[bytes]: ...
+    def cancel(self) -> None: ...
+
+
+class Channel(Protocol):
+    async def subscribe(self, metadata: Metadata) -> Call: ...
+    async def close(self) -> None: ...
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` as (host, port)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ChannelError(f"gNMI address {address!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+class _GrpcCall:
+    __slots__ = ("_call",)
+
+    def __init__(self, call: grpc.aio.StreamStreamCall) -> None:
+        self._call = call
+
+    async def write(self, message: bytes) -> None:
+        await self._call.write(message)
+
+    async def read_batch(self) -> list[bytes]:
+        raw = await self._call.read()
+        return [] if raw is grpc.aio.EOF else [raw]
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+
+class GrpcChannel:
+    """grpc.aio: one channel (its own reconnects and keepalive) per address and credentials."""
+
+    def __init__(self, address: str, tls: TlsConfig, tuning: GnmiTuning) -> None:
+        options: list[tuple[str, int | str]] = [
+            ("grpc.keepalive_time_ms", int(tuning.keepalive_time_s * 1000)),
+            ("grpc.keepalive_timeout_ms", int(tuning.keepalive_timeout_s * 1000)),
+            ("grpc.keepalive_permit_without_calls", 0),
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.max_receive_message_length", tuning.channel_max_message_bytes),
+            ("grpc.initial_reconnect_backoff_ms", max(int(tuning.backoff_initial_s * 1000), 100)),
+            ("grpc.max_reconnect_backoff_ms", max(int(tuning.backoff_max_s * 1000), 100)),
+            ("grpc.enable_retries", 0),
+        ]
+        if not tls.enabled:
+            self._channel = grpc.aio.insecure_channel(address, options=options)
+            return
+        if tls.server_name:
+            options.append(("grpc.ssl_target_name_override", tls.server_name))
+        self._channel = grpc.aio.secure_channel(address, _grpc_credentials(tls), options=options)
+
+    async def subscribe(self, metadata: Metadata) -> Call:
+        method = self._channel.stream_stream(SUBSCRIBE, request_serializer=None, response_deserializer=None)
+        return _GrpcCall(method(metadata=tuple(metadata) or None))
+
+    async def close(self) -> None:
+        await self._channel.close(grace=None)
+
+
+def _read(path: object) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        with open(str(path), "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ChannelError(f"TLS file {path} unreadable: {exc.strerror or exc}") from exc
+
+
+def _grpc_credentials(tls: TlsConfig) -> grpc.ChannelCredentials:
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read(tls.ca_file), private_key=_read(tls.key_file), certificate_chain=_read(tls.cert_file)
+    )
+
+
+class H2Channel:
+    """:mod:`wire.grpc_h2`: one HTTP/2 connection per address and credentials, opened on demand.
+
+    A connection that failed (or got GOAWAY) is replaced by the next ``subscribe``; its streams
+    have failed with UNAVAILABLE and retry on their own backoff.
+    """
+
+    def __init__(self, address: str, tls: TlsConfig, tuning: GnmiTuning) -> None:
+        self._host, self._port = split_address(address)
+        self._tuning = tuning
+        self._server_name = tls.server_name or None
+        self._ssl: ssl.SSLContext | None = None
+        if tls.enabled:
+            for path in (tls.ca_file, tls.cert_file, tls.key_file):
+                _read(path)  # an unreadable file is named here, before ssl's terser errors
+            try:
+                self._ssl = grpc_h2.client_ssl_context(
+                    str(tls.ca_file) if tls.ca_file else None,
+                    str(tls.cert_file) if tls.cert_file else None,
+                    str(tls.key_file) if tls.key_file else None,
+                )
+            except (ssl.SSLError, ValueError) as exc:
+                raise ChannelError(f"TLS files unusable (CA, certificate or key): {exc}") from exc
+        self._conn: grpc_h2.Connection | None = None
+        self._connecting: asyncio.Lock = asyncio.Lock()
+
+    async def _connection(self) -> grpc_h2.Connection:
+        async with self._connecting:  # streams of one switch share one connection
+            conn = self._conn
+            if conn is None or not conn.usable:
+                tune = self._tuning
+                conn = self._conn = await grpc_h2.connect(
+                    self._host,
+                    self._port,
+                    ssl_context=self._ssl,
+                    server_name=self._server_name,
+                    keepalive_s=tune.keepalive_time_s,
+                    keepalive_timeout_s=tune.keepalive_timeout_s,
+                )
+            return conn
+
+    async def subscribe(self, metadata: Metadata) -> Call:
+        conn = await self._connection()
+        return conn.open(SUBSCRIBE, metadata, self._tuning.channel_max_message_bytes)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def build_channel(kind: str, address: str, tls: TlsConfig, tuning: GnmiTuning) -> Channel:
+    """The channel ``collector.gnmi_transport`` names."""
+    if kind == "grpc":
+        return GrpcChannel(address, tls, tuning)
+    return H2Channel(address, tls, tuning)
