@@ -2,14 +2,15 @@
 
 Per switch, the profile (:mod:`collector.profiles`) gives the subscriptions; they are grouped
 by gNMI prefix target, one Subscribe stream per group (one for OpenConfig switches; SONiC
-needs two, COUNTERS_DB and APPL_DB). Streams share one channel (:mod:`collector.gnmi_transport`:
-one HTTP/2 connection of our own client by default, or a ``grpc.aio`` channel) per distinct
-(address, TLS, credentials): the simulator serves every switch on one address, a real switch
-has an address of its own. Each stream (:mod:`collector.gnmi_stream`) decodes on the hot path
-(:mod:`collector.gnmi_decode`), reconnects with gRPC's backoff schedule and reports its state;
-a switch's state is its worst stream's, sent to ``sink.set_state`` on every change. A stream is
-given a :class:`collector.gnmi_settings.StreamSettings`; values it skips as invalid are counted by
-the sink alone (``sink.count_invalid``).
+needs two, COUNTERS_DB and APPL_DB). A switch's streams share its channel
+(:mod:`collector.gnmi_transport`): by default one HTTP/2 connection of our own client per
+switch; with ``grpc.aio``, one channel per distinct address, TLS and credentials (the simulator
+serves every switch on one address, a real switch has an address of its own). Each stream
+(:mod:`collector.gnmi_stream`) decodes on the hot path (:mod:`collector.gnmi_decode`),
+reconnects with gRPC's backoff schedule and reports its state; a switch's state is its worst
+stream's, sent to ``sink.set_state`` on every change. A stream is given a
+:class:`collector.gnmi_settings.StreamSettings`; values it skips as invalid are counted by the
+sink alone (``sink.count_invalid``).
 
 The collector owns every task it starts: :meth:`GnmiCollector.run` returns (or raises
 CancelledError) only after all of them have ended and the channels are closed.
@@ -54,22 +55,27 @@ _SEVERITY = {
 }
 
 
-_ChannelKey = tuple[str, bool, str, str, str, str, str, str]
+_ChannelKey = tuple[str, str, bool, str, str, str, str, str, str]
 
 
 class _Channels:
-    """One channel per distinct (address, TLS, credentials), built on first use."""
+    """The channels, built on first use: with our HTTP/2 client one connection per switch (and
+    credentials), as a real fabric has, and as gnmic keeps a connection per target even where a
+    gateway serves many targets on one address; with grpc.aio one channel per address, which
+    C-core multiplexes anyway."""
 
     def __init__(self, tuning: GnmiTuning, transport: str) -> None:
         self._tuning, self._transport = tuning, transport
         self._open: dict[_ChannelKey, Channel] = {}
 
-    @staticmethod
-    def key(t: SwitchTarget) -> _ChannelKey:
+    def key(self, t: SwitchTarget) -> _ChannelKey:
         tls = t.tls
         secret = t.password.get_secret_value() if t.password is not None else ""
         ca, cert, key = (str(p or "") for p in (tls.ca_file, tls.cert_file, tls.key_file))
-        return (t.address, tls.enabled, ca, cert, key, tls.server_name or "", t.username or "", secret)
+        # A switch's streams share its connection: one socket read then carries one stream's
+        # burst of notifications, handed to its reader in one batch (wire/grpc_h2.py).
+        switch = t.switch if self._transport == "h2" else ""
+        return (switch, t.address, tls.enabled, ca, cert, key, tls.server_name or "", t.username or "", secret)
 
     def get(self, t: SwitchTarget) -> Channel:
         key = self.key(t)
