@@ -49,7 +49,7 @@ STREAM_WINDOW = 16 << 20  # what we let a peer send on one stream before the rea
 CONNECTION_WINDOW = 64 << 20
 GIVE_BACK_STREAM = STREAM_WINDOW // 8  # outstanding < window, so a reader that keeps reading never stalls
 GIVE_BACK_CONNECTION = CONNECTION_WINDOW // 8
-MAX_FRAME = 1 << 20  # the largest DATA frame we accept (fewer frames per message)
+MAX_FRAME = 16_384  # the largest frame we accept: the default, what every peer writes by (a larger one saved nothing)
 MAX_HEADER_BYTES = 1 << 20
 _HDR = struct.Struct(">I")
 
