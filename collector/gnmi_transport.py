@@ -14,6 +14,7 @@ read, however many responses it carries, ~3x cheaper per message than grpc.aio
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from collections.abc import Sequence
 from typing import Protocol
@@ -25,6 +26,9 @@ from collector.gnmi_settings import GnmiTuning
 from wire import grpc_h2
 
 SUBSCRIBE = "/gnmi.gNMI/Subscribe"
+#: Keepalive doubles after each GOAWAY "too_many_pings", up to this (C-core's client does the same).
+MAX_KEEPALIVE_S = 3600.0
+log = logging.getLogger(__name__)
 Metadata = Sequence[tuple[str, str]]
 
 
@@ -134,25 +138,34 @@ class H2Channel:
                     str(tls.cert_file) if tls.cert_file else None,
                     str(tls.key_file) if tls.key_file else None,
                 )
-            except (ssl.SSLError, ValueError) as exc:
+            except (ssl.SSLError, ValueError, OSError) as exc:
                 raise ChannelError(f"TLS files unusable (CA, certificate or key): {exc}") from exc
         self._conn: grpc_h2.Connection | None = None
         self._connecting: asyncio.Lock = asyncio.Lock()
+        self._keepalive_s = tuning.keepalive_time_s
 
     async def _connection(self) -> grpc_h2.Connection:
         async with self._connecting:  # streams of one switch share one connection
             conn = self._conn
             if conn is None or not conn.usable:
-                tune = self._tuning
+                if conn is not None and conn.too_many_pings:  # the server's ping policy: halve our pings
+                    self._keepalive_s = min(self._keepalive_s * 2, MAX_KEEPALIVE_S)
+                    log.warning("gNMI %s:%d said too_many_pings; keepalive now every %g s",
+                                self._host, self._port, self._keepalive_s)  # fmt: skip
                 conn = self._conn = await grpc_h2.connect(
                     self._host,
                     self._port,
                     ssl_context=self._ssl,
                     server_name=self._server_name,
-                    keepalive_s=tune.keepalive_time_s,
-                    keepalive_timeout_s=tune.keepalive_timeout_s,
+                    keepalive_s=self._keepalive_s,
+                    keepalive_timeout_s=self._tuning.keepalive_timeout_s,
                 )
             return conn
+
+    @property
+    def keepalive_s(self) -> float:
+        """The keepalive interval of the next connection (doubled after each "too_many_pings")."""
+        return self._keepalive_s
 
     async def subscribe(self, metadata: Metadata) -> Call:
         conn = await self._connection()

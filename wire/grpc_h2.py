@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import ssl
 import struct
+import time
 import urllib.parse
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -64,7 +66,12 @@ _HTTP_STATUS = {
     503: grpc.StatusCode.UNAVAILABLE,
     504: grpc.StatusCode.UNAVAILABLE,
 }
-_RST_CODE = {0x7: grpc.StatusCode.UNAVAILABLE, 0x8: grpc.StatusCode.CANCELLED, 0xB: grpc.StatusCode.RESOURCE_EXHAUSTED}
+_RST_CODE = {
+    0x7: grpc.StatusCode.UNAVAILABLE,
+    0x8: grpc.StatusCode.CANCELLED,
+    0xB: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    0xC: grpc.StatusCode.PERMISSION_DENIED,
+}
 _RST_NAME = {
     0x0: "NO_ERROR", 0x1: "PROTOCOL_ERROR", 0x2: "INTERNAL_ERROR", 0x3: "FLOW_CONTROL_ERROR",
     0x5: "STREAM_CLOSED", 0x6: "FRAME_SIZE_ERROR", 0x7: "REFUSED_STREAM", 0x8: "CANCEL",
@@ -88,7 +95,11 @@ class RpcError(Exception):
 
 
 class ProtocolError(Exception):
-    """The peer broke HTTP/2: the connection ends (every stream UNAVAILABLE/INTERNAL)."""
+    """The peer broke HTTP/2: the connection ends (every stream INTERNAL) with GOAWAY ``code``."""
+
+    def __init__(self, why: str, code: int = 0x1) -> None:  # PROTOCOL_ERROR; 0x3 FLOW_CONTROL_ERROR
+        super().__init__(why)
+        self.code = code
 
 
 def _hpack_int(value: int, prefix_bits: int, first: int) -> bytes:
@@ -128,8 +139,8 @@ class Stream:
     """One call: write messages, read them in batches, cancel. Not created directly (:meth:`Connection.open`)."""
 
     __slots__ = (
-        "_buffer", "_conn", "_ended", "_error", "_messages", "_need", "_pending_bytes", "_waiter", "headers",
-        "id", "max_message", "send_window", "taken", "unreturned",
+        "_buffer", "_closed_local", "_conn", "_ended", "_error", "_messages", "_need", "_pending_bytes", "_waiter",
+        "headers", "id", "max_message", "peer_reset", "send_window", "taken", "unreturned",
     )  # fmt: skip
 
     def __init__(self, conn: Connection, stream_id: int, max_message: int) -> None:
@@ -145,6 +156,8 @@ class Stream:
         self.send_window = conn.peer_initial_window
         self.taken = 0
         self.unreturned = 0  # taken by the reader, not yet returned to the peer
+        self._closed_local = False  # we sent RST_STREAM (our half never ends otherwise: requests stay open)
+        self.peer_reset = False  # the peer reset it (and must not get a RST_STREAM back)
 
     async def write(self, message: bytes) -> None:
         """Send one message (waits for the peer's flow-control window)."""
@@ -173,9 +186,8 @@ class Stream:
         return batch
 
     def cancel(self) -> None:
-        """End the call from our side (RST_STREAM CANCEL if the peer's half is still open)."""
-        if not self._ended and self._error is None:
-            self._conn.reset(self.id, 0x8)
+        """End the call from our side: RST_STREAM, CANCEL while the peer's half is open, else NO_ERROR."""
+        self.reset(0x8 if not self._ended and self._error is None else 0x0)
         self.fail(RpcError(grpc.StatusCode.CANCELLED, "cancelled by the client"))
         self._messages.clear()
         if self._pending_bytes:  # what nobody will read still counts against the connection's window
@@ -189,10 +201,17 @@ class Stream:
         if w is not None and not w.done():
             w.set_result(None)
 
+    def reset(self, code: int) -> None:
+        """Send RST_STREAM once, unless the peer reset the stream itself."""
+        if not self._closed_local and not self.peer_reset:
+            self._conn.reset(self.id, code)
+        self._closed_local = True
+
     def fail(self, error: RpcError) -> None:
         if self._error is None and not self._ended:
             self._error = error
         self._conn.forget(self.id)
+        self._conn.wake_writers()  # a write waiting for this stream's window must see the end
         self._wake()
 
     def finish(self, trailers: dict[str, str]) -> None:
@@ -234,7 +253,7 @@ class Stream:
                     return
                 self._need = _HDR.unpack_from(buf, 1)[0]
                 if self._need > self.max_message:
-                    self._conn.reset(self.id, 0x8)
+                    self.reset(0x8)
                     self.fail(
                         RpcError(
                             grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -261,9 +280,15 @@ class Stream:
                 self._need, got = -1, True
         if got:
             self._wake()
+        elif self._need >= 0 and not self._messages and self._pending_bytes:
+            # A message larger than the window would never complete (and no reader would ever
+            # take anything to give window back): its bytes so far are returned now; what this
+            # keeps in memory is bounded by max_message.
+            self._conn.give_back(self, self._pending_bytes)
+            self._pending_bytes = 0
 
     def _protocol_fail(self, why: str) -> None:
-        self._conn.reset(self.id, 0x1)
+        self.reset(0x1)
         self.fail(RpcError(grpc.StatusCode.INTERNAL, why))
 
 
@@ -293,6 +318,9 @@ class Connection(asyncio.Protocol):
         self._keepalive: asyncio.Task[None] | None = None
         self._writable = asyncio.Event()  # cleared while the transport's buffer is full
         self._writable.set()
+        self._last_received = time.monotonic()
+        #: The peer said GOAWAY ENHANCE_YOUR_CALM "too_many_pings".
+        self.too_many_pings = False
 
     @property
     def usable(self) -> bool:
@@ -325,6 +353,7 @@ class Connection(asyncio.Protocol):
         self._writable.set()
 
     def data_received(self, data: bytes) -> None:
+        self._last_received = time.monotonic()
         if self._rest:
             data, self._rest = self._rest + data, b""
         view = memoryview(data)  # of immutable bytes: payload slices may outlive this call
@@ -347,10 +376,10 @@ class Connection(asyncio.Protocol):
                 else:
                     self._on_frame(kind, flags, sid, payload)
         except ProtocolError as exc:
-            self.abort(0x1, str(exc))
+            self.abort(exc.code, str(exc), hard=True)
             return
         except (struct.error, IndexError, ValueError) as exc:  # a frame shorter than its type needs
-            self.abort(0x1, f"a malformed frame ({exc})")
+            self.abort(0x1, f"a malformed frame ({exc})", hard=True)
             return
         if pos < end:
             self._rest = data[pos:]
@@ -360,7 +389,7 @@ class Connection(asyncio.Protocol):
     def _on_data(self, sid: int, flags: int, payload: memoryview, length: int) -> None:
         self._recv_unacked += length
         if self._recv_unacked > CONNECTION_WINDOW:
-            raise ProtocolError("the peer overran the connection window")
+            raise ProtocolError("the peer overran the connection window", 0x3)
         if flags & PADDED:
             pad = payload[0] if length else 0
             if pad >= length:
@@ -382,6 +411,8 @@ class Connection(asyncio.Protocol):
     def _on_headers(self, flags: int, sid: int, payload: memoryview) -> None:
         if flags & PADDED:
             pad = payload[0]
+            if pad >= len(payload):
+                raise ProtocolError("HEADERS padding longer than the frame")
             payload = payload[1 : len(payload) - pad]
         if flags & PRIORITY_FLAG:
             payload = payload[5:]
@@ -412,14 +443,22 @@ class Connection(asyncio.Protocol):
     def _on_window_update(self, flags: int, sid: int, payload: memoryview) -> None:
         increment = _HDR.unpack_from(payload, 0)[0] & MAX_WINDOW
         if sid == 0:
+            if increment == 0:
+                raise ProtocolError("a WINDOW_UPDATE of 0 for the connection")
             self._send_window += increment
+            if self._send_window > MAX_WINDOW:
+                raise ProtocolError("the connection's send window past 2^31-1", 0x3)
         elif (stream := self._streams.get(sid)) is not None:
             stream.send_window += increment
+            if increment == 0 or stream.send_window > MAX_WINDOW:
+                stream.reset(0x1 if increment == 0 else 0x3)
+                stream.fail(RpcError(grpc.StatusCode.INTERNAL, "a bad WINDOW_UPDATE for the stream"))
         self._window_opened.set()
 
     def _on_rst_stream(self, flags: int, sid: int, payload: memoryview) -> None:
         code = _HDR.unpack_from(payload, 0)[0]
         if (stream := self._streams.get(sid)) is not None:
+            stream.peer_reset = True
             why = f"stream reset by the peer ({_RST_NAME.get(code, f'error {code}')})"
             stream.fail(RpcError(_RST_CODE.get(code, grpc.StatusCode.INTERNAL), why))
 
@@ -428,6 +467,8 @@ class Connection(asyncio.Protocol):
         last &= MAX_WINDOW
         self._goaway_last = last
         debug = bytes(payload[8:]).decode("utf-8", "replace")
+        if code == 0xB and "too_many_pings" in debug:
+            self.too_many_pings = True  # the next connection pings half as often (as C-core does)
         why = f"the peer is going away ({_RST_NAME.get(code, code)}{': ' + debug if debug else ''})"
         for stream in [s for i, s in self._streams.items() if i > last]:
             stream.fail(RpcError(grpc.StatusCode.UNAVAILABLE, why))
@@ -450,6 +491,8 @@ class Connection(asyncio.Protocol):
                     stream.send_window += delta
                 self._window_opened.set()
             elif key == S_MAX_FRAME:
+                if not 16_384 <= value <= 16_777_215:
+                    raise ProtocolError(f"SETTINGS_MAX_FRAME_SIZE {value} outside 2^14..2^24-1")
                 self._peer_max_frame = value
         self._write(frame(SETTINGS, ACK, 0))
 
@@ -469,11 +512,11 @@ class Connection(asyncio.Protocol):
             status = headers.get(":status", "")
             if status != "200":
                 code = _HTTP_STATUS.get(int(status) if status.isdigit() else 0, grpc.StatusCode.UNKNOWN)
-                self.reset(sid, 0x8)
+                stream.reset(0x8)
                 stream.fail(RpcError(code, f"HTTP status {status or 'missing'}"))
                 return
             if not headers.get("content-type", "").startswith("application/grpc"):
-                self.reset(sid, 0x8)
+                stream.reset(0x8)
                 why = f"not gRPC (content-type {headers.get('content-type')!r})"
                 stream.fail(RpcError(grpc.StatusCode.UNKNOWN, why))
                 return
@@ -509,6 +552,8 @@ class Connection(asyncio.Protocol):
         while data:
             if self._closed is not None:
                 raise self._closed
+            if stream._error is not None:
+                raise stream._error
             room = min(self._send_window, stream.send_window, self._peer_max_frame)
             if room <= 0:
                 self._window_opened.clear()
@@ -538,20 +583,26 @@ class Connection(asyncio.Protocol):
             self._write(out)
 
     def reset(self, sid: int, code: int) -> None:
-        if sid in self._streams:
-            self._write(frame(RST_STREAM, 0, sid, _HDR.pack(code)))
+        self._write(frame(RST_STREAM, 0, sid, _HDR.pack(code)))
+
+    def wake_writers(self) -> None:
+        """Let writers waiting for window look again (their stream may have ended)."""
+        self._window_opened.set()
 
     def forget(self, sid: int) -> None:
         self._streams.pop(sid, None)
         if not self._streams and self._goaway_last is not None:
             self.abort(0x0, "drained after GOAWAY")
 
-    def abort(self, code: int, why: str) -> None:
-        """Send GOAWAY and close: every open stream fails."""
+    def abort(self, code: int, why: str, *, hard: bool = False) -> None:
+        """Send GOAWAY and close; every open stream fails. ``hard``: drop the socket at once (a dead or broken peer)."""
         if self._transport is not None and not self._transport.is_closing():
             self._write(frame(GOAWAY, 0, 0, struct.pack(">II", 0, code)))  # we accept no streams of the peer's
-            self._transport.close()
-        status = grpc.StatusCode.INTERNAL if code == 0x1 else grpc.StatusCode.UNAVAILABLE
+            if hard:
+                self._transport.abort()
+            else:
+                self._transport.close()
+        status = grpc.StatusCode.INTERNAL if code in (0x1, 0x3) else grpc.StatusCode.UNAVAILABLE
         self._close(RpcError(status, why))
 
     def close(self) -> None:
@@ -575,16 +626,20 @@ class Connection(asyncio.Protocol):
             self._transport.write(data)
 
     async def _pinger(self) -> None:
-        loop = asyncio.get_running_loop()
+        """A PING after ``keepalive_s`` without a byte from the peer; no ACK within the timeout ends it."""
         while True:
-            await asyncio.sleep(self._keepalive_s)
-            if not self._streams:
-                continue  # no pings without calls (gRPC servers count those as abuse)
-            self._ping_sent = loop.time()
+            quiet = time.monotonic() - self._last_received
+            if quiet < self._keepalive_s:
+                await asyncio.sleep(self._keepalive_s - quiet)
+                continue
+            if not self._streams:  # no pings without calls (gRPC servers count those as abuse)
+                await asyncio.sleep(self._keepalive_s)
+                continue
+            self._ping_sent = time.monotonic()
             self._write(frame(PING, 0, 0, b"fabricmn"))
             await asyncio.sleep(self._keepalive_timeout_s)
             if self._ping_sent is not None:
-                self.abort(0x0, f"keepalive ping not answered within {self._keepalive_timeout_s:g} s")
+                self.abort(0x0, f"keepalive ping not answered within {self._keepalive_timeout_s:g} s", hard=True)
                 return
 
 
@@ -631,7 +686,7 @@ async def connect(
     except ssl.SSLError as exc:
         raise RpcError(grpc.StatusCode.UNAVAILABLE, f"TLS handshake failed: {exc}") from exc
     except OSError as exc:
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        reason = os.strerror(exc.errno) if exc.errno and not isinstance(exc, socket.gaierror) else str(exc)
         why = f"failed to connect to {host}:{port}: {reason}"
         raise RpcError(grpc.StatusCode.UNAVAILABLE, why) from exc
     return conn
@@ -641,7 +696,13 @@ def client_ssl_context(ca_file: str | None, cert_file: str | None, key_file: str
     """A client TLS context for gRPC: ALPN h2, TLS 1.2+, the CA given (else the system's), an optional client cert."""
     ctx = ssl.create_default_context(cafile=ca_file)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT  # as strict as grpc's own TLS, no more (Python 3.13 sets it)
     ctx.set_alpn_protocols(["h2"])
     if cert_file:
-        ctx.load_cert_chain(cert_file, key_file or None)
+        ctx.load_cert_chain(cert_file, key_file or None, password=_no_passphrase)
     return ctx
+
+
+def _no_passphrase() -> str:
+    # without this, OpenSSL would ask for an encrypted key's passphrase on the terminal, blocking the loop
+    raise ValueError("the private key is encrypted; fabricmon needs an unencrypted key file")

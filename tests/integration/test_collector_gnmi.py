@@ -24,6 +24,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 from collector.config import CollectorConfig, TlsConfig
 from collector.gnmi import GnmiCollector, GnmiTuning
 from collector.gnmi_stream import Backoff
+from collector.gnmi_transport import ChannelError, H2Channel
 from collector.records import LldpReading, PortReading, TargetState
 from collector.targets import SwitchTarget
 from fabric.model import FabricParams
@@ -445,6 +446,22 @@ async def test_mutual_tls(tmp_path: Path, view: FabricState, transport: str) -> 
             assert TargetState.CONNECTED not in sink.history("no-client-cert")
     finally:
         await server.stop(0)
+
+
+async def test_an_encrypted_client_key_is_a_clear_error_and_never_a_passphrase_prompt(tmp_path: Path) -> None:
+    # OpenSSL would ask for the passphrase on the terminal, freezing the event loop (every switch)
+    ca_pem, _, ca = _cert("fabricmon test CA")
+    client_cert, _, (_, client_key) = _cert("collector", issuer=ca)
+    encrypted = client_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(b"pw")
+    )
+    for name, data in (("ca.pem", ca_pem), ("client.pem", client_cert), ("client.key", encrypted)):
+        (tmp_path / name).write_bytes(data)
+    tls = TlsConfig(
+        enabled=True, ca_file=tmp_path / "ca.pem", cert_file=tmp_path / "client.pem", key_file=tmp_path / "client.key"
+    )
+    with pytest.raises(ChannelError, match="encrypted"):
+        H2Channel("127.0.0.1:57400", tls, FAST)
 
 
 @BOTH_TRANSPORTS

@@ -18,6 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from collector.config import TlsConfig
+from collector.gnmi_settings import GnmiTuning
+from collector.gnmi_transport import SUBSCRIBE, H2Channel
 from wire import grpc_h2
 from wire.grpc_h2 import RpcError
 
@@ -27,11 +30,12 @@ Behaviour = Callable[[AsyncIterator[bytes], grpc.aio.ServicerContext[Any, Any]],
 
 
 @contextlib.asynccontextmanager
-async def grpc_server(behaviour: Behaviour) -> AsyncIterator[int]:
-    """A grpc.aio server on loopback whose /test.T/Call is ``behaviour`` (raw bytes both ways); its port."""
+async def grpc_server(behaviour: Behaviour, method: str = "/test.T/Call") -> AsyncIterator[int]:
+    """A grpc.aio server on loopback whose ``method`` is ``behaviour`` (raw bytes both ways); its port."""
     server = grpc.aio.server()
     handler = grpc.stream_stream_rpc_method_handler(behaviour)  # no (de)serializers: bytes
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.T", {"Call": handler}),))
+    service, name = method.strip("/").split("/")
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {name: handler}),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
@@ -144,6 +148,21 @@ async def test_a_message_above_the_limit_fails_the_stream_with_resource_exhauste
     assert "100000" in err.value.details()
 
 
+async def test_a_message_larger_than_the_window_arrives() -> None:
+    # a SONiC COUNTERS table or a first dump can exceed the 16 MB stream window: window must be
+    # given back while it is assembled, or the stream would stall for good
+    big = bytes(range(256)) * (20_000_000 // 256)
+
+    async def send(requests: AsyncIterator[bytes], ctx: Any) -> AsyncIterator[bytes]:
+        yield big
+        yield b"after"
+
+    async with grpc_server(send) as port:
+        stream = await call(port, max_message=64 << 20)
+        got = await asyncio.wait_for(read_all(stream), 30)
+    assert len(got) == 2 and got[0] == big and got[1] == b"after"
+
+
 async def test_a_reader_that_stops_reading_stops_the_sender_and_loses_nothing() -> None:
     sent = 0
     message = b"m" * 100_000
@@ -220,6 +239,36 @@ async def test_a_server_going_away_fails_its_streams_as_unavailable_and_a_new_co
         again.cancel()
 
 
+async def test_a_name_that_does_not_resolve_says_so() -> None:
+    with pytest.raises(RpcError) as err:
+        await asyncio.wait_for(grpc_h2.connect("no-such-switch.invalid", 57400), 30)
+    assert err.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert "no-such-switch.invalid" in err.value.details() and "Unknown error" not in err.value.details()
+
+
+async def test_a_server_that_finds_our_pings_too_many_gets_fewer_on_the_next_connection() -> None:
+    # C-core servers strike a client out (GOAWAY ENHANCE_YOUR_CALM "too_many_pings") that pings
+    # more than twice without data in between; its next connection must ping half as often
+    async def quiet(requests: AsyncIterator[bytes], ctx: Any) -> AsyncIterator[bytes]:
+        await asyncio.sleep(60)
+        yield b""
+
+    tuning = GnmiTuning(keepalive_time_s=0.2, keepalive_timeout_s=0.3)
+    async with grpc_server(quiet, SUBSCRIBE) as port:
+        channel = H2Channel(f"127.0.0.1:{port}", TlsConfig(), tuning)
+        try:
+            first = await channel.subscribe(())
+            with pytest.raises(RpcError) as err:
+                await asyncio.wait_for(first.read_batch(), 30)
+            assert err.value.code() is grpc.StatusCode.UNAVAILABLE and "too many pings" in err.value.details().lower()
+            await asyncio.sleep(0.5)  # the GOAWAY follows the stream's trailers (a retry waits >= 1 s)
+            again = await channel.subscribe(())
+            assert channel.keepalive_s == pytest.approx(0.4)
+            again.cancel()
+        finally:
+            await channel.close()
+
+
 async def test_nothing_listening_is_unavailable_with_the_reason() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -278,6 +327,8 @@ async def test_a_peer_that_goes_silent_is_found_by_keepalive() -> None:
         (b"\xff\xff\xff" + b"\x00" * 60, "frame"),  # a 16 MB frame header: above our limit
         (b"\x00\x00\x02\x08\x00\x00\x00\x00\x00\x00\x01", "malformed"),  # a 2-byte WINDOW_UPDATE
         (b"\x00\x00\x00\x09\x04\x00\x00\x00\x01", "CONTINUATION without HEADERS"),
+        (b"\x00\x00\x06\x04\x00\x00\x00\x00\x00" + b"\x00\x05\x00\x00\x00\x00", "SETTINGS_MAX_FRAME_SIZE"),
+        (b"\x00\x00\x04\x08\x00\x00\x00\x00\x00" + b"\x00\x00\x00\x00", "WINDOW_UPDATE of 0"),
     ],
 )
 async def test_a_peer_speaking_garbage_fails_the_stream_and_closes_the_connection(garbage: bytes, said: str) -> None:
