@@ -364,3 +364,71 @@ async def test_a_plain_http_answer_is_not_taken_for_grpc() -> None:
         with pytest.raises(RpcError) as err:
             await asyncio.wait_for(read_all(stream), 5)
     assert err.value.code() is grpc.StatusCode.UNIMPLEMENTED and "404" in err.value.details()
+
+
+# --- a second HTTP/2 stack: grpclib's server on python-hyper's h2 -----------------------------
+
+
+@contextlib.asynccontextmanager
+async def grpclib_server(handler: Callable[[Any], Awaitable[None]]) -> AsyncIterator[int]:
+    """A grpclib server (another HTTP/2 and HPACK implementation than C-core's) serving /test.T/Call."""
+    from grpclib.const import Cardinality, Handler
+    from grpclib.encoding.base import CodecBase
+    from grpclib.server import Server
+
+    class Raw(CodecBase):
+        __content_subtype__ = "proto"
+
+        def encode(self, message: bytes, message_type: Any) -> bytes:
+            return message
+
+        def decode(self, data: bytes, message_type: Any) -> bytes:
+            return data
+
+    class Service:
+        def __mapping__(self) -> dict[str, Any]:
+            return {"/test.T/Call": Handler(handler, Cardinality.STREAM_STREAM, bytes, bytes)}
+
+    server = Server([Service()], codec=Raw())
+    await server.start("127.0.0.1", 0)
+    try:
+        listening = server._server
+        assert isinstance(listening, asyncio.Server)
+        yield listening.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_second_http2_implementation_is_understood_messages_statuses_and_metadata() -> None:
+    from grpclib.const import Status
+    from grpclib.exceptions import GRPCError
+
+    seen: list[tuple[str, str]] = []
+
+    async def handler(stream: Any) -> None:
+        seen.extend((k, v) for k, v in stream.metadata.items() if k == "username")
+        request = await stream.recv_message()
+        if request == b"refuse":
+            raise GRPCError(Status.UNAUTHENTICATED, "bad password ✓")  # before any message: Trailers-Only
+        for i in range(100):
+            await stream.send_message(b"m%d-" % i + request * 50)
+        await stream.send_message(b"x" * 100_000)  # across 16 KB frames
+        await stream.send_trailing_metadata(status=Status.PERMISSION_DENIED, status_message="nope: 100% ✓")
+
+    async with grpclib_server(handler) as port:
+        stream = await call(port, metadata=(("username", "ops"),))
+        await stream.write(b"hello")
+        got: list[bytes] = []
+        with pytest.raises(RpcError) as err:
+            while batch := await stream.read_batch():
+                got += batch
+        refused = await call(port)
+        await refused.write(b"refuse")
+        with pytest.raises(RpcError) as refusal:
+            await read_all(refused)
+    assert [g[:10] for g in got[:2]] == [b"m0-hellohe", b"m1-hellohe"] and len(got) == 101
+    assert got[-1] == b"x" * 100_000
+    assert (err.value.code(), err.value.details()) == (grpc.StatusCode.PERMISSION_DENIED, "nope: 100% ✓")
+    assert (refusal.value.code(), refusal.value.details()) == (grpc.StatusCode.UNAUTHENTICATED, "bad password ✓")
+    assert seen == [("username", "ops")]
