@@ -36,20 +36,18 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import grpc
 from pygnmi.spec.v080 import gnmi_pb2
 
 from bench.simproc import simulator
-from collector.config import CollectorConfig
-from collector.gnmi import GnmiCollector
+from collector.config import CollectorConfig, TlsConfig
+from collector.gnmi import GnmiCollector, GnmiTuning
 from collector.gnmi_stream import subscribe_request
-from collector.gnmi_transport import SUBSCRIBE, split_address
+from collector.gnmi_transport import build_channel
 from collector.profiles import load_profile
 from collector.records import LldpReading, PortReading, TargetState
 from collector.targets import SwitchTarget
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
-from wire import grpc_h2
 
 GPUS = int(os.environ.get("FABRICMON_BENCH_GNMI_GPUS", "1024"))
 INTERVAL_S = float(os.environ.get("FABRICMON_BENCH_GNMI_INTERVAL_S", "1"))
@@ -127,61 +125,20 @@ async def consume_ours(address: str, switches: list[str], interval_s: float, win
         await asyncio.gather(task, return_exceptions=True)
 
 
-async def consume_bare(address: str, switches: list[str], interval_s: float, window_s: float) -> dict[str, Any]:
-    """gRPC's floor: every stream's responses read as bytes and counted, nothing decoded."""
+async def consume_raw(
+    transport: str, address: str, switches: list[str], interval_s: float, window_s: float
+) -> dict[str, Any]:
+    """A transport's floor (``grpc``: grpc.aio, ``h2``: wire/grpc_h2.py): every stream's
+    responses read as bytes and counted, nothing decoded; one channel for the simulator's address."""
     profile = load_profile("openconfig")
     messages = 0
-    channel = grpc.aio.insecure_channel(address)
+    channel = build_channel(transport, address, TlsConfig(), GnmiTuning())
 
     async def read(request: gnmi_pb2.SubscribeRequest) -> None:
         nonlocal messages
-        call = channel.stream_stream(
-            SUBSCRIBE, request_serializer=gnmi_pb2.SubscribeRequest.SerializeToString, response_deserializer=None
-        )()
-        await call.write(request)
-        while (await call.read()) is not grpc.aio.EOF:
-            messages += 1
-
-    requests = [
-        subscribe_request(profile, target, subs, interval_s, poll=False)
-        for sw in switches
-        for target, subs in profile.streams(sw, sw).items()
-    ]
-    tasks = [asyncio.create_task(read(r)) for r in requests]
-    try:
-        await asyncio.sleep(max(3 * interval_s, 5.0))  # past the first dumps
-        m0, cpu0, t0 = messages, _cpu(), time.monotonic()
-        await asyncio.sleep(window_s)
-        m1, cpu1, t1 = messages, _cpu(), time.monotonic()
-        if any(t.done() for t in tasks):
-            raise RuntimeError("a bare stream ended early")
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await channel.close()
-    n = max(m1 - m0, 1)
-    return {
-        "messages": m1 - m0,
-        "window_s": round(t1 - t0, 2),
-        "cpu_s": round(cpu1 - cpu0, 2),
-        "messages_per_s": round((m1 - m0) / (t1 - t0)),
-        "cpu_us_per_message": round((cpu1 - cpu0) / n * 1e6, 1),
-    }
-
-
-async def consume_h2_bare(address: str, switches: list[str], interval_s: float, window_s: float) -> dict[str, Any]:
-    """Our own HTTP/2 client's floor (wire/grpc_h2.py): the same streams, read as bytes and counted."""
-    profile = load_profile("openconfig")
-    messages = 0
-    host, port = split_address(address)
-    conn = await grpc_h2.connect(host, port)
-
-    async def read(request: gnmi_pb2.SubscribeRequest) -> None:
-        nonlocal messages
-        stream = conn.open(SUBSCRIBE, (), 1 << 28)
-        await stream.write(request.SerializeToString())
-        while batch := await stream.read_batch():
+        call = await channel.subscribe(())
+        await call.write(request.SerializeToString())
+        while batch := await call.read_batch():
             messages += len(batch)
 
     requests = [
@@ -196,12 +153,12 @@ async def consume_h2_bare(address: str, switches: list[str], interval_s: float, 
         await asyncio.sleep(window_s)
         m1, cpu1, t1 = messages, _cpu(), time.monotonic()
         if any(t.done() for t in tasks):
-            raise RuntimeError("an h2 stream ended early")
+            raise RuntimeError(f"a {transport} stream ended early")
     finally:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        conn.close()
+        await channel.close()
     n = max(m1 - m0, 1)
     return {
         "messages": m1 - m0,
@@ -328,10 +285,9 @@ def main() -> None:
     switches = sorted(build_aipod(FabricParams(gpus=GPUS)).switches)
     if a.consumer == "ours":
         result = asyncio.run(consume_ours(a.address, switches, a.interval, a.seconds))
-    elif a.consumer == "bare":
-        result = asyncio.run(consume_bare(a.address, switches, a.interval, a.seconds))
-    elif a.consumer == "h2bare":
-        result = asyncio.run(consume_h2_bare(a.address, switches, a.interval, a.seconds))
+    elif a.consumer in ("bare", "h2bare"):
+        transport = "grpc" if a.consumer == "bare" else "h2"
+        result = asyncio.run(consume_raw(transport, a.address, switches, a.interval, a.seconds))
     else:
         result = consume_pygnmi(a.address, switches, a.interval, a.seconds)
     print(json.dumps(result))
