@@ -323,7 +323,8 @@ async def test_callers_do_not_wait_behind_a_long_replay(pool: asyncpg.Pool, tmp_
         await asyncio.sleep(0.1)  # 1,000 rows/s: slower than the replay's 2,000, so it drains
         assert k < 300
     await w.close()
-    assert slowest < 0.5, slowest
+    # behind the replay a caller would wait ~3 s; 0.52 s was seen on a loaded CI-sized machine
+    assert slowest < 1.5, slowest
     assert await stored_octets(pool) == list(range(6_000 + 100 * k))
 
 
