@@ -43,7 +43,7 @@ from typing import Any, Literal
 from analyzer.actions import ACTION_ORDER, Action, Held, affected_jobs, merge_decision, stronger, worse
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.findings import SEVERITY_ORDER
-from analyzer.incidents import Incident
+from analyzer.incidents import Incident, ongoing_storms
 from analyzer.outbox import enqueue
 from analyzer.payloads import AlertRow, Event, alertmanager_labels, jsonable
 from fabric.errors import FabricmonError
@@ -235,11 +235,20 @@ def _by_fingerprint(incidents: Sequence[Incident]) -> dict[str, Incident]:
     return out
 
 
+async def firing_storms(conn: Connection) -> dict[str, frozenset[str]]:
+    """The PFC storms still firing: incident key -> the ports their pause tree holds (what
+    :func:`analyzer.incidents.correlate` continues a storm by)."""
+    rows = await conn.fetch("SELECT * FROM alerts WHERE state = 'firing' AND rule = 'pfc_storm'")
+    return ongoing_storms((a.rule, a.details) for a in map(AlertRow.from_record, rows))
+
+
 def _fields(inc: Incident) -> dict[str, Any]:
     return {
         "summary": inc.summary,
         "scope": _json(inc.scope.as_dict()),
-        "details": _json({**inc.root.details, "reason": inc.reason, "efficiency_loss": inc.efficiency_loss}),
+        "details": _json(
+            {**inc.root.details, "reason": inc.reason, "efficiency_loss": inc.efficiency_loss, "incident_key": inc.key}
+        ),
         "root_cause": _json(inc.root_cause),
         "symptoms": _json(inc.symptom_list()),
     }

@@ -260,11 +260,16 @@ def correlate(
     fabric: Fabric,
     observation: Observation | None = None,
     switch_links: int = SWITCH_LINKS,
+    storms: Mapping[str, frozenset[str]] | None = None,
 ) -> list[Incident]:
     """Group ``findings`` into incidents (see the module docstring). ``switch_links`` links of one
     switch down or flapping at once are that switch (``thresholds.switch_flap_min_ports``).
-    Severity and action are not set here: :func:`analyzer.actions.decide` does that for each."""
+    ``storms``: the PFC storms still firing, incident key -> the ports their pause tree holds
+    (:func:`ongoing_storms`); a storm finding whose tree holds one of those ports is that storm,
+    wherever its origin is named this round. Severity and action are not set here:
+    :func:`analyzer.actions.decide` does that for each."""
     observation = observation or Observation()
+    storms = storms or {}
     rest = _dedupe(findings)
     groups: list[_Group] = []
     collection, rest = _collection(rest, fabric, observation)
@@ -277,7 +282,7 @@ def correlate(
     derived: list[Finding] = []
     for f in rest:
         if f.rule in LINK_RULES:
-            _add_link(f, fabric, switch_groups, link_groups)
+            _add_link(f, fabric, switch_groups, link_groups, storms)
         elif f.rule == "miswire":
             miswires.append(f)
         else:
@@ -428,7 +433,37 @@ def _link_ports(f: Finding, fabric: Fabric) -> tuple[str, str] | None:
     return link_end(fabric, switch, port)
 
 
-def _add_link(f: Finding, fabric: Fabric, switches: dict[str, _Group], links: dict[str, _Group]) -> None:
+def ongoing_storms(firing: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, frozenset[str]]:
+    """Incident key -> the ports of its pause tree, for firing ``pfc_storm`` alerts given as
+    ``(rule, details)``; alerts stored without an ``incident_key`` are left out."""
+    out: dict[str, frozenset[str]] = {}
+    for rule, details in firing:
+        key, ports = details.get("incident_key"), details.get("affected_ports")
+        if rule == "pfc_storm" and isinstance(key, str) and isinstance(ports, list):
+            out[key] = frozenset(str(p) for p in ports)
+    return out
+
+
+def _storm_key(f: Finding, key: str, storms: Mapping[str, frozenset[str]]) -> str:
+    """The key of the firing storm ``f`` continues, else ``key``. A storm's origin is named anew
+    every round, from samples the two ends of each link took at other instants: while it starts
+    and ends, a switch sampled late can leave only the spread on record for a round, whose
+    strongest root is then a spine port. That is the same storm, not a second one."""
+    if f.rule != "pfc_storm" or key in storms:
+        return key
+    ports = f.details.get("affected_ports")
+    held = {str(p) for p in ports} if isinstance(ports, list) else set()
+    overlap = [(-len(held & tree), k) for k, tree in storms.items() if held & tree]
+    return min(overlap)[1] if overlap else key  # the one sharing most ports; ties by key
+
+
+def _add_link(
+    f: Finding,
+    fabric: Fabric,
+    switches: dict[str, _Group],
+    links: dict[str, _Group],
+    storms: Mapping[str, frozenset[str]],
+) -> None:
     end = _link_ports(f, fabric)
     if end is None:
         key = f"{f.rule}:{f.key}"
@@ -441,7 +476,7 @@ def _add_link(f: Finding, fabric: Fabric, switches: dict[str, _Group], links: di
             g.findings.append(f)
             g.links.add(end)
             return
-    key = f"link:{end[0]}:{end[1]}"
+    key = _storm_key(f, f"link:{end[0]}:{end[1]}", storms)
     g = links.get(key)
     if g is None:
         g = links[key] = _Group(key, "link", [], set(ends), set(), _rails(fabric, ends), {end})

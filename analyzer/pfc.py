@@ -11,9 +11,13 @@
   storm began in (the run's first, when a quiet sample precedes it in the window): the storm
   filled only part of that interval, so it counts the share its rate bears to the next sample's,
   and nothing while it is the only one. A first sample over a long interval (a gap in the stream)
-  thus proves no length it did not see. A tree is a storm when one of its members has been
-  paused for ``pfc_storm_min_s``. The window is ``ctx.window_s``, stretched to
-  ``pfc_storm_min_s`` plus two sampling intervals when that is longer.
+  thus proves no length it did not see. PFC rows are stored on change, so a row whose interval
+  begins after the port's previous row (or inside the window, with none before it) follows a
+  quiet reading nobody stored: that reading counts as the quiet sample it was, and only a run
+  reaching back past the window's start counts its first interval in full. A tree is a storm
+  when one of its members has been paused for ``pfc_storm_min_s``. The window is
+  ``ctx.window_s``, stretched to ``pfc_storm_min_s`` plus two sampling intervals when that is
+  longer.
 * **Priorities**: per-priority rows (0..7) when a port has them; the per-interface totals (-1,
   IEEE8021-PFC-MIB over SNMP) otherwise, and a total matches any priority when trees are joined.
 * **The origin** (:func:`pause_trees`): pauses travel upstream. A switch that receives pauses
@@ -41,7 +45,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from analyzer.context import CheckContext
@@ -351,7 +355,7 @@ WITH cand AS (
       AND (tx_pause_pps > 0 OR rx_pause_pps > 0)  -- the predicate of index pfc_counters_pausing
       AND (tx_pause_pps >= $3 OR rx_pause_pps >= $3)
 )
-SELECT c.switch, c.port, c.priority, c.interval_s, c.rx_pause_pps, c.tx_pause_pps, c.counter_reset
+SELECT c.time, c.switch, c.port, c.priority, c.interval_s, c.rx_pause_pps, c.tx_pause_pps, c.counter_reset
 FROM pfc_counters c JOIN cand USING (switch, port)
 WHERE c.time > $1 AND c.time <= $2
 ORDER BY c.switch, c.port, c.priority, c.time
@@ -366,16 +370,30 @@ def _speed(fabric: Fabric, switch: str, port: str, live: int | None) -> float:
     return (info.speed_gbps if info else sw.speed_gbps if sw else fabric.params.speed_gbps) * 1e9
 
 
+def _after_quiet(time: datetime, interval_s: float, before: datetime) -> bool:
+    """Whether a row's interval began after ``before`` (the port's previous row, or the window's
+    start): the reading it began at is not stored, so the pause counters stood still then (PFC
+    rows are stored on change, collector/counters.py). A row's interval begins at the previous
+    reading's instant exactly (to float4's rounding, the slack)."""
+    return (time - before).total_seconds() - interval_s > 1e-3 + 1e-5 * interval_s
+
+
 async def read_pausing(conn: Connection, ctx: CheckContext) -> list[Pausing]:
     """Every port, priority and direction paused at or above ``pfc_pause_ratio`` at its latest sample."""
     th = ctx.thresholds
     lookback = max(ctx.window_s, th.pfc_storm_min_s + 2 * ctx.collect_interval_s)
     floor = max(th.pfc_pause_ratio * PREFILTER_SPEED_BPS / PAUSE_QUANTA_BITS, 1e-9)
-    rows = await conn.fetch(_SQL, ctx.now - timedelta(seconds=lookback), ctx.now, floor)
+    since = ctx.now - timedelta(seconds=lookback)
+    rows = await conn.fetch(_SQL, since, ctx.now, floor)
     series: dict[tuple[str, str, int], list[tuple[float, float | None, float | None]]] = defaultdict(list)
+    last: dict[tuple[str, str, int], datetime] = {}
     for r in rows:
+        key = (r["switch"], r["port"], r["priority"])
         ok = not r["counter_reset"] and r["interval_s"]
-        series[(r["switch"], r["port"], r["priority"])].append(
+        if ok and _after_quiet(r["time"], r["interval_s"], last.get(key, since)):
+            series[key].append((0.0, 0.0, 0.0))  # the quiet reading the collector did not store
+        last[key] = r["time"]
+        series[key].append(
             (r["interval_s"] or 0.0, r["tx_pause_pps"] if ok else None, r["rx_pause_pps"] if ok else None)
         )
     per_priority = {(s, p) for s, p, prio in series if prio != ALL_PRIORITIES}

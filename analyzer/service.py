@@ -22,7 +22,7 @@ from typing import Any
 
 from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alertmanager import AlertmanagerPusher
-from analyzer.alerts import SyncResult, require_review, sync_alerts
+from analyzer.alerts import SyncResult, firing_storms, require_review, sync_alerts
 from analyzer.engine import Evaluation, context_for, evaluate
 from analyzer.incidents import Incident, Observation, correlate, hold_unconfirmed
 from analyzer.jobs import Job, job_health, load_jobs
@@ -86,7 +86,8 @@ async def evaluate_round(
     observation = await observe(conn, ctx, memory)
     policy = ActionPolicy.from_config(config.alerts)
     switch_links = config.analyzer.thresholds.switch_flap_min_ports
-    incidents = decide_all(correlate(ev.all_findings, fabric, observation, switch_links), fabric, policy)
+    storms = await firing_storms(conn)
+    incidents = decide_all(correlate(ev.all_findings, fabric, observation, switch_links, storms), fabric, policy)
     if first_seen is not None:
         incidents = hold_unconfirmed(incidents, first_seen, now, confirm_s(config))
     return Round(ev, objectives, incidents, observation, policy.drain_limit(len(fabric.servers)))

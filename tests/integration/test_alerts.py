@@ -15,6 +15,7 @@ from analyzer.alerts import (
     AlertInputError,
     SyncResult,
     ack_alert,
+    firing_storms,
     get_alert,
     incident_timeline,
     list_alerts,
@@ -162,6 +163,48 @@ async def test_pending_server_link_is_sent_only_once_confirmed(pool: asyncpg.Poo
     assert (r.fired, r.deliveries) == (1, 2)
     body = bodies(await deliveries(pool), HOOKS[0])[0]
     assert body["recommended_action"] == "drain"
+
+
+def storm(switch: str, port: str, held: list[str]) -> Finding:
+    """A PFC storm named from ``switch:port`` whose pause tree holds ``held`` too."""
+    ports = [(switch, port), *(tuple(h.split(":", 1)) for h in held)]
+    return Finding(
+        rule="pfc_storm",
+        key=f"{switch}:{port}:3",
+        severity="critical",
+        summary=f"PFC storm from {switch}:{port}",
+        scope=links_scope(FABRIC, ports),  # type: ignore[arg-type]
+        details={"origin": {"port": f"{switch}:{port}"}, "affected_ports": sorted({f"{s}:{p}" for s, p in ports})},
+    )
+
+
+async def test_a_storm_whose_origin_moves_stays_one_alert_across_a_restart(pool: asyncpg.Pool, fresh_db: str) -> None:
+    leaf = storm("lf-g1-r2", "swp65", ["sp-r2-1:swp1", "sp-r2-1:swp33", "ssp-1:swp2"])
+    r = await sync(pool, [leaf], T0)
+    assert (r.fired, r.deliveries) == (1, 2)
+    await pool.close()
+    # a new analyzer (a restart, a takeover): the storm's tail, named from a spine port, is the same alert
+    pool2 = await create_pool(fresh_db)
+    try:
+        async with pool2.acquire() as conn:
+            storms = await firing_storms(conn)
+        (first,) = incidents([leaf])
+        assert storms == {first.key: frozenset(leaf.details["affected_ports"])}
+        tail = storm("sp-r2-1", "swp33", ["ssp-1:swp2"])
+        later = decide_all(correlate([tail], FABRIC, storms=storms), FABRIC, ActionPolicy())
+        r = await sync_alerts(pool2, later, now=T0 + timedelta(seconds=10), hold_down_s=HOLD, webhooks=HOOKS)
+        assert (r.fired, r.updated, r.deliveries) == (0, 1, 0)
+        (a,) = await list_alerts(pool2, "firing")
+        assert a["fingerprint"] == first.fingerprint and a["details"]["incident_key"] == first.key
+        assert a["root_cause"]["switch"] == "sp-r2-1"  # named where it is seen now
+        # a storm sharing no port with it is a second alert
+        other = storm("lf-g1-r5", "swp65", ["sp-r5-1:swp1"])
+        r = await sync_alerts(
+            pool2, [*later, *incidents([other])], now=T0 + timedelta(seconds=20), hold_down_s=HOLD, webhooks=HOOKS
+        )
+        assert (r.fired, r.deliveries) == (1, 2)
+    finally:
+        await pool2.close()
 
 
 async def test_restart_neither_refires_nor_forgets(pool: asyncpg.Pool, fresh_db: str) -> None:

@@ -390,7 +390,7 @@ def _pause_rates(fabric: Fabric) -> dict[tuple[str, str, str], float]:
 
 
 def _skewed_rows(
-    fabric: Fabric, leaf_lag_s: float, spine_priorities: bool
+    fabric: Fabric, leaf_lag_s: float, spine_priorities: bool, on_change: bool = False, spine_lag_s: float = 0.0
 ) -> list[tuple[float, list[PortSample], list[PfcSample]]]:
     """What each switch's collector stores, as ``(arrival, port rows, PFC rows)`` in arrival order.
 
@@ -398,8 +398,10 @@ def _skewed_rows(
     leaf misses the sample after the storm began, so its first storm sample is a 2.2 s interval
     at a fifth of the rate, and its rows arrive ``leaf_lag_s`` late); spines and superspines are
     polled over SNMP ~0.6 s later (totals only on superspines, and on the spine unless
-    ``spine_priorities``). Every instant jitters by up to 80 ms."""
+    ``spine_priorities``), the spine's rows ``spine_lag_s`` later still. Every instant jitters by up
+    to 80 ms. ``on_change``: only the rows the collector stores (a port's quiet readings are not)."""
     rnd = random.Random(7)
+    moving: dict[tuple[str, str], bool] = {}
     rates = _pause_rates(fabric)
     out = []
     for name in SKEWED:
@@ -427,18 +429,46 @@ def _skewed_rows(
                     rx_pps, tx_pps = ((frames[d] if hit else 0.0) / iv if iv else None for d in ("rx", "tx"))
                     pfc.append(PfcSample(T0 + timedelta(seconds=t), name, p.name, prio, rx, tx, iv, rx_pps, tx_pps))
             lag = leaf_lag_s if name == "lf-g1-r2" else rnd.uniform(0.4, 0.7) if leaf else 0.1
+            if name == "sp-r2-1":
+                lag += spine_lag_s
             out.append((t + lag, ports, pfc))
+    if on_change:
+        out = [(t, ports, _changed(pfc, moving)) for t, ports, pfc in out]
     return sorted(out, key=lambda r: r[0])
 
 
+def _changed(pfc: list[PfcSample], moving: dict[tuple[str, str], bool]) -> list[PfcSample]:
+    """The rows the collector stores of one reading of a switch: a port's rows when any of its
+    pause counters moved, in the reading after (the end of pausing on record), and on its first
+    (collector/counters.py); ``moving`` carries each port's last verdict across readings."""
+    out: list[PfcSample] = []
+    by_port: dict[tuple[str, str], list[PfcSample]] = {}
+    for x in pfc:
+        by_port.setdefault((x.switch, x.port), []).append(x)
+    for key, xs in by_port.items():
+        now = any((x.rx_pause_pps or 0) > 0 or (x.tx_pause_pps or 0) > 0 for x in xs)
+        if key not in moving or now or moving[key]:
+            out += xs
+        moving[key] = now
+    return out
+
+
+@pytest.mark.parametrize(
+    ("on_change", "spine_lag_s"),
+    [(False, 0.0), (True, 0.0), (True, 1.6)],
+    ids=["every-row", "on-change", "on-change-spine-late"],
+)
 @pytest.mark.parametrize("spine_priorities", [True, False], ids=["spine-per-priority", "spine-totals"])
 @pytest.mark.parametrize("leaf_lag_s", [0.9, 2.5], ids=["leaf-lags", "leaf-stalls"])
 async def test_a_pfc_storm_sampled_at_skewed_instants_is_named_by_its_sending_port(
-    small: Pool, leaf_lag_s: float, spine_priorities: bool
+    small: Pool, leaf_lag_s: float, spine_priorities: bool, on_change: bool, spine_lag_s: float
 ) -> None:
     # At 1 s sampling, evaluated every 0.1 s while the rows arrive: whichever end of the link shows
     # the storm first, partially or in full, the storm is lf-g1-r2:swp9's, and only once it lasted 2 s.
-    rows = _skewed_rows(SMALL, leaf_lag_s, spine_priorities)
+    # Stored on change (as the collector stores PFC rows), a port's first storm row follows no quiet
+    # row: its interval must not count as pausing in full, or the superspines, seeing the spine's
+    # spread before the leaf and the spine are in, would make a storm of their own at 1.2 s.
+    rows = _skewed_rows(SMALL, leaf_lag_s, spine_priorities, on_change, spine_lag_s)
     seen: dict[float, list[Finding]] = {}
     async with small.acquire() as conn:
         for step in range(50, 220):

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from analyzer.actions import ActionPolicy, Held, decide, decide_all, merge_decision
 from analyzer.findings import Finding, blast_radius
-from analyzer.incidents import Incident, Observation, correlate, hold_unconfirmed
+from analyzer.incidents import Incident, Observation, correlate, hold_unconfirmed, ongoing_storms
 from analyzer.links import links_scope
 from fabric.model import Endpoint, Fabric, FabricParams
 from fabric.topology import build_aipod
@@ -102,13 +102,16 @@ def miswire(server: str, gpu: int, actual: str, expected: str) -> Finding:
     )  # fmt: skip
 
 
-def pfc(switch: str, port: str) -> Finding:
+def pfc(switch: str, port: str, held: tuple[str, ...] = ()) -> Finding:
+    """A storm from ``switch:port``; ``held``: more ports its pause tree holds."""
     peer = FABRIC.peer(Endpoint(switch, port))
     assert peer is not None
-    ports = [(switch, port), (peer.node, peer.port)]
+    ports = [(switch, port), (peer.node, peer.port), *(tuple(h.split(":", 1)) for h in held)]
     return Finding(
         "pfc_storm", f"{switch}:{port}:3", "critical", f"PFC storm from {switch}:{port}",
-        links_scope(FABRIC, ports), {"origin": {"port": f"{switch}:{port}", "kind": "sender"}, "priority": 3},
+        links_scope(FABRIC, ports),  # type: ignore[arg-type]
+        {"origin": {"port": f"{switch}:{port}", "kind": "sender"}, "priority": 3,
+         "affected_ports": sorted({f"{s}:{p}" for s, p in ports})},
     )  # fmt: skip
 
 
@@ -198,6 +201,56 @@ def test_a_pfc_storm_takes_the_paused_leafs_ecmp_imbalance_and_checkpoints_the_j
     assert inc.rule == "pfc_storm" and [f.rule for f in inc.symptoms] == ["ecmp_imbalance"]
     assert inc.action == "checkpoint"
     assert set(inc.action_hosts) == FABRIC.servers_on("lf-g1-r2")
+
+
+def _spine_port(spine: str, towards: str) -> str:
+    """A port of ``spine`` cabled to ``towards``."""
+    return next(p.name for p in FABRIC.ports(spine) if p.peer is not None and p.peer.node == towards)
+
+
+def remembered(storm: Incident) -> dict[str, frozenset[str]]:
+    """What the next round knows of ``storm`` once it fires (its alert's details)."""
+    return ongoing_storms([("pfc_storm", {"incident_key": storm.key, **storm.root.details})])
+
+
+def test_a_storm_named_by_another_origin_while_it_fires_stays_the_same_incident() -> None:
+    # Round 1: the storm from lf-g1-r2:swp65 holds sp-r2-1 and the superspines behind it. Round 2
+    # (the storm ending, the leaf's samples already quiet, the spine's SNMP polls late): only the
+    # superspines' received pauses are on record, so their strongest root, a spine port, is named.
+    spine = FABRIC.peer(Endpoint("lf-g1-r2", "swp65"))
+    assert spine is not None
+    up = _spine_port(spine.node, "ssp-1")
+    ssp = FABRIC.peer(Endpoint(spine.node, up))
+    assert ssp is not None
+    first = one([pfc("lf-g1-r2", "swp65", held=(f"{spine.node}:{up}", f"{ssp.node}:{ssp.port}"))])
+    storms = remembered(first)
+    tail = pfc(spine.node, up)
+    alone = decide_all(correlate([tail], FABRIC), FABRIC)
+    assert [i.fingerprint for i in alone] != [first.fingerprint]  # without the memory: a second incident
+    (again,) = decide_all(correlate([tail], FABRIC, storms=storms), FABRIC)
+    assert (again.key, again.fingerprint) == (first.key, first.fingerprint)
+    assert (again.rule, again.action) == ("pfc_storm", "checkpoint")
+    # both in one round: one incident, the firing storm's own finding its root
+    (both,) = decide_all(correlate([tail, pfc("lf-g1-r2", "swp65")], FABRIC, storms=storms), FABRIC)
+    assert both.fingerprint == first.fingerprint and both.root.key == "lf-g1-r2:swp65:3"
+    assert [f.key for f in both.symptoms] == [tail.key]
+
+
+def test_a_storm_sharing_no_port_with_a_firing_one_is_an_incident_of_its_own() -> None:
+    first = one([pfc("lf-g1-r2", "swp65")])
+    storms = remembered(first)
+    (other,) = decide_all(correlate([pfc("lf-g1-r5", "swp65")], FABRIC, storms=storms), FABRIC)
+    assert other.fingerprint != first.fingerprint and other.location["switch"] == "lf-g1-r5"
+
+
+def test_only_firing_storms_stored_with_their_key_are_remembered() -> None:
+    ports = ["lf-g1-r2:swp65"]
+    assert ongoing_storms([
+        ("pfc_storm", {"incident_key": "link:lf-g1-r2:swp65", "affected_ports": ports}),
+        ("pfc_storm", {"affected_ports": ports}),  # stored before the key was
+        ("link_outage", {"incident_key": "link:lf-g1-r2:swp66", "affected_ports": ports}),
+        ("pfc_storm", {"incident_key": "link:x", "affected_ports": "lf-g1-r2:swp65"}),  # not a list
+    ]) == {"link:lf-g1-r2:swp65": frozenset(ports)}  # fmt: skip
 
 
 def test_two_faults_on_different_rails_stay_two_incidents() -> None:
