@@ -28,9 +28,15 @@ import asyncpg
 import pytest
 from aiohttp import web
 
+from analyzer.alerts import sync_alerts
+from analyzer.findings import Finding, Scope
+from analyzer.incidents import correlate
 from analyzer.leader import LOCK_KEY, ElectionTiming, LeaderElection
 from analyzer.payloads import verify_signature
+from fabric.model import FabricParams
+from fabric.topology import build_aipod
 from store.db import create_pool
+from store.migrate import migrate
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -320,8 +326,7 @@ async def test_sigstop_the_leader(fresh_db: str, tmp_path: Path) -> None:
     ):
         rx.refusing = False
         a, b = await pair(start, lambda: len(rx.accepted["ok"]) == len(rx.accepted["late"]) == 1)
-        # Freeze it just after a round: mid-transaction, it would hold the alerts' row locks
-        # (see the docs: no idle_in_transaction_session_timeout on the pool's sessions yet).
+        # Freeze it just after a round (frozen mid-transaction, its row locks: the test at the end).
         await a.wait_for("analyzer.service: evaluation", 10, at_least=len(a.evaluations()) + 1)
         a.proc.send_signal(signal.SIGSTOP)
         frozen = datetime.now(UTC)
@@ -345,3 +350,70 @@ async def test_sigstop_the_leader(fresh_db: str, tmp_path: Path) -> None:
         rx.check_once_each()
         assert (len(rx.accepted["ok"]), len(rx.accepted["late"])) == (1, 1)
         assert await stopped(a) == 0 and await stopped(b) == 0
+
+
+#: A leader's alert sync, frozen between its ``SELECT … FOR UPDATE`` and its commit.
+_FROZEN_SYNC = """
+import asyncio, sys
+from analyzer.leader import ElectionTiming, data_session_settings
+from store.db import create_pool
+
+async def main() -> None:
+    settings = data_session_settings(ElectionTiming.for_interval(float(sys.argv[2])))
+    pool = await create_pool(sys.argv[1], server_settings=settings)
+    async with pool.acquire() as conn:
+        tx = conn.transaction()
+        await tx.start()
+        await conn.fetch("SELECT * FROM alerts WHERE state = 'firing' FOR UPDATE")
+        print("locked", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)  # frozen here
+        try:
+            await tx.commit()
+            print("committed", flush=True)
+        except Exception as exc:
+            print(f"gone: {type(exc).__name__}", flush=True)
+
+asyncio.run(main())
+"""
+
+
+async def test_a_leader_frozen_inside_its_alert_sync_does_not_block_its_successor(fresh_db: str) -> None:
+    """SIGSTOP inside the transaction that holds the firing alerts' row locks: PostgreSQL ends that
+    session once it has been idle in the transaction for the lock session's idle timeout, so the
+    new leader's alert sync waits that long at most, not until the old process resumes or dies."""
+    fabric = build_aipod(FabricParams(gpus=64, radix=16))
+    finding = Finding("stale_switch", "sp-r1-1", "critical", "sp-r1-1 silent", Scope(switches=("sp-r1-1",)), {})
+    incidents = correlate([finding], fabric)
+    async with pool_on(fresh_db) as pool:
+        async with pool.acquire() as conn:
+            await migrate(conn)
+        assert (await sync_alerts(pool, incidents, now=datetime.now(UTC), hold_down_s=60, webhooks=[])).fired == 1
+        helper = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _FROZEN_SYNC, fresh_db, str(INTERVAL_S),
+            cwd=ROOT, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert helper.stdin is not None and helper.stdout is not None
+        try:
+            assert await asyncio.wait_for(helper.stdout.readline(), 20) == b"locked\n"
+            helper.send_signal(signal.SIGSTOP)
+            t0 = time.monotonic()
+            result = await asyncio.wait_for(
+                sync_alerts(pool, incidents, now=datetime.now(UTC), hold_down_s=60, webhooks=[]), 30
+            )
+            waited = time.monotonic() - t0
+            print(
+                f"\nsuccessor's alert sync behind a frozen one: {waited:.2f} s (idle timeout {TIMING.idle_timeout_s} s)"
+            )
+            assert result.updated == 1
+            # it did wait on the frozen session's locks, and no longer than the server's bound
+            assert TIMING.idle_timeout_s - 0.5 <= waited <= TIMING.idle_timeout_s + 2.0
+            helper.send_signal(signal.SIGCONT)
+            helper.stdin.write(b"\n")
+            await helper.stdin.drain()
+            line = await asyncio.wait_for(helper.stdout.readline(), 20)
+            assert line.startswith(b"gone: "), line  # resumed, its transaction is over: nothing it held commits
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                helper.send_signal(signal.SIGCONT)
+                helper.kill()
+            await helper.wait()
