@@ -301,17 +301,39 @@ class AnalyzerService:
         election.start()
         try:
             while not stop.is_set():
-                if await _first(election.wait_leading(), stop):
+                watching = asyncio.create_task(self._watch_collection(), name="standby-heartbeats")
+                try:
+                    leading = await _first(election.wait_leading(), stop)
+                finally:
+                    watching.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await watching
+                if leading:
                     await self._lead(stop, alerts_from, election)
         finally:
             await election.close()  # after the term's tasks stopped: the standby starts on a quiet system
+
+    async def _watch_collection(self) -> None:
+        """While standing by, read the collectors' heartbeats every interval into :attr:`memory`:
+        a collector that was unhealthy just before a takeover keeps its catch-up grace with the
+        new leader (analyzer/observe.py), instead of its switches' silence being judged at once."""
+        while True:
+            now = datetime.now(UTC)
+            ctx = context_for(self.fabric, self.config.analyzer, now, collect_interval(self.config))
+            try:
+                async with self.pool.acquire() as conn:
+                    await observe(conn, ctx, self.memory)
+            except UNAVAILABLE_ERRORS as exc:
+                log.debug("standby: collector heartbeats unreadable: %s", exc)
+            except Exception:  # a bad read must not end the standby
+                log.exception("standby: reading collector heartbeats failed; retrying next interval")
+            await asyncio.sleep(self.config.analyzer.interval_s)
 
     async def _lead(self, stop: asyncio.Event, alerts_from: float, election: LeaderElection | None) -> None:
         """One term as leader: rounds, sender, scheduler tasks and pushes until ``stop`` (the round
         in progress finishes) or the lock is lost (everything is cancelled at once)."""
         if self._terms:  # another leader evaluated meanwhile: what this process remembers is stale
-            self.first_seen.clear()
-            self.memory = CollectionMemory()
+            self.first_seen.clear()  # (not the heartbeat memory: the standby kept that current)
         self._terms += 1
         sender = asyncio.create_task(self.sender.run(), name="webhook-sender")
         schedulers = asyncio.create_task(self.schedulers.run(), name="schedulers")

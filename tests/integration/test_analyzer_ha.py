@@ -33,6 +33,8 @@ from analyzer.findings import Finding, Scope
 from analyzer.incidents import correlate
 from analyzer.leader import LOCK_KEY, ElectionTiming, LeaderElection
 from analyzer.payloads import verify_signature
+from analyzer.service import AnalyzerService
+from config.model import Config
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from store.db import create_pool
@@ -417,3 +419,34 @@ async def test_a_leader_frozen_inside_its_alert_sync_does_not_block_its_successo
                 helper.send_signal(signal.SIGCONT)
                 helper.kill()
             await helper.wait()
+
+
+async def test_a_standby_keeps_the_collectors_catch_up_grace_for_its_takeover(fresh_db: str) -> None:
+    """A collector replaying its spool, seen while this analyzer stands by, is in the memory the
+    standby leads with: its switches get their catch-up grace after a takeover (the memory's own
+    rule, tests/unit), instead of their silence being judged at once."""
+    fabric = build_aipod(FabricParams(gpus=64, radix=16))
+    config = Config.model_validate(
+        {"fabric": {"generate": {"gpus": 64, "radix": 16}}, "analyzer": {"interval_s": INTERVAL_S}}
+    )
+    async with pool_on(fresh_db) as pool:
+        async with pool.acquire() as conn:
+            await migrate(conn)
+            await conn.execute(
+                """INSERT INTO collector_heartbeats (collector, started_at, heartbeat_at, replaying, switches,
+                                                     interval_s, resumed_at)
+                   VALUES ('c1:1', now() - interval '1 hour', now(), true, $1, 10, now() - interval '1 hour')""",
+                sorted(fabric.switches),
+            )
+        async with pool.acquire() as holder:  # another analyzer leads
+            assert await holder.fetchval("SELECT pg_try_advisory_lock($1)", LOCK_KEY)
+            service = AnalyzerService(config, fabric, pool)
+            stop = asyncio.Event()
+            task = asyncio.create_task(service.run(stop))
+            try:
+                await until(lambda: "c1:1" in service.memory.last_bad, 3 * INTERVAL_S, "the standby saw c1 replay")
+                assert service.rounds == 0  # it only watched
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 10)
+            await holder.execute("SELECT pg_advisory_unlock($1)", LOCK_KEY)
