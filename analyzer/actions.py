@@ -185,9 +185,9 @@ def uplink_loss(fabric: Fabric, switch: str, lost: int) -> float:
 
 def _link(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdict:
     rules = {f.rule for f in incident.findings}
-    if "pfc_storm" in rules:
-        storm = next(f for f in incident.findings if f.rule == "pfc_storm")
-        return _Verdict("checkpoint", storm.scope.servers, "a PFC storm pauses the jobs behind its ports")
+    if "pfc_storm" in rules:  # every tree of it (a storm continued from another origin is one too)
+        hosts = sorted({h for f in incident.findings if f.rule == "pfc_storm" for h in f.scope.servers})
+        return _Verdict("checkpoint", tuple(hosts), "a PFC storm pauses the jobs behind its ports")
     _, switch, port = incident.key.split(":", 2)
     host = host_of(fabric, switch, port)
     if host is None:  # an uplink: ECMP carries around it; the efficiency model decides

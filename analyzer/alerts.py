@@ -35,6 +35,7 @@ deliveries, call the sender's ``notify()``.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -43,7 +44,7 @@ from typing import Any, Literal
 from analyzer.actions import ACTION_ORDER, Action, Held, affected_jobs, merge_decision, stronger, worse
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.findings import SEVERITY_ORDER
-from analyzer.incidents import Incident, ongoing_storms
+from analyzer.incidents import Incident, ongoing_storms, storm_ports
 from analyzer.outbox import enqueue
 from analyzer.payloads import AlertRow, Event, alertmanager_labels, jsonable
 from fabric.errors import FabricmonError
@@ -126,6 +127,7 @@ async def sync_alerts(
     unobserved: Collection[str] = (),
     drain_limit: int | None = None,
     schedulers: Sequence[Policy] = (),
+    idle_timeout_s: float | None = None,
 ) -> SyncResult:
     """Apply one evaluation's decided incidents to the stored alerts (see the module docstring).
 
@@ -133,7 +135,8 @@ async def sync_alerts(
     ``unobserved``: switches fabricmon cannot see now; an incident rooted on one is not resolved
     (its fault may well be there still). ``drain_limit``: the circuit breaker's host limit, applied
     again to what an open incident's drains add up to. ``schedulers``: the scheduler actions each
-    transition stores (:mod:`schedulers.outbox`). Runs in one transaction.
+    transition stores (:mod:`schedulers.outbox`). ``idle_timeout_s``: see :func:`lock_firing`.
+    Runs in one transaction.
     """
     if now.tzinfo is None:
         raise AlertInputError("now must be timezone-aware")
@@ -142,7 +145,7 @@ async def sync_alerts(
     external_url = str(settings.external_url) if settings is not None and settings.external_url else None
     current = _by_fingerprint(incidents)
     async with pool.acquire() as conn, conn.transaction():
-        rows = await conn.fetch("SELECT * FROM alerts WHERE state = 'firing' ORDER BY id FOR UPDATE")
+        rows = await lock_firing(conn, idle_timeout_s)
         firing = {r["fingerprint"]: r for r in rows}
         sync = _Sync(conn, webhooks, external_url, schedulers)
 
@@ -203,13 +206,16 @@ async def require_review(
     webhooks: Sequence[WebhookConfig],
     settings: AlertsConfig | None = None,
     schedulers: Sequence[Policy] = (),
+    idle_timeout_s: float | None = None,
 ) -> SyncResult:
     """A circuit breaker outside the analyzer's round (a scheduler's fleet-wide limit) withheld this
     firing incident's drain: it now recommends ``observe`` with ``needs_review``, critical, and
     receivers are told, as on any escalation to review. Nothing when it is not firing or already
-    needs review. The analyzer's later rounds keep it so (the breaker always wins)."""
+    needs review. The analyzer's later rounds keep it so (the breaker always wins).
+    ``idle_timeout_s``: as for :func:`lock_firing` (the row it updates stays locked meanwhile)."""
     external_url = str(settings.external_url) if settings is not None and settings.external_url else None
     async with pool.acquire() as conn, conn.transaction():
+        await bound_idle(conn, idle_timeout_s)
         rec = await conn.fetchrow(
             """UPDATE alerts SET needs_review = true, recommended_action = 'observe', severity = 'critical',
                       reason = $2, notified_severity = 'critical', notified_action = 'observe'
@@ -235,11 +241,30 @@ def _by_fingerprint(incidents: Sequence[Incident]) -> dict[str, Incident]:
     return out
 
 
+async def lock_firing(conn: Connection, idle_timeout_s: float | None = None) -> list[Record]:
+    """The firing alerts, locked ``FOR UPDATE`` until the caller's transaction ends.
+    ``idle_timeout_s`` (an electing analyzer: its lock session's idle timeout): the server ends
+    this transaction once its client has been silent in it that long. A leader frozen here (SIGSTOP,
+    a paused VM) then loses these row locks when it loses the analyzer lock, instead of holding up
+    its successor's alert sync until it resumes or dies. ``SET LOCAL``: the rest of the session,
+    which may be shared with the collector's writers (``fabricmon run``), is not touched."""
+    await bound_idle(conn, idle_timeout_s)
+    return list(await conn.fetch("SELECT * FROM alerts WHERE state = 'firing' ORDER BY id FOR UPDATE"))
+
+
+async def bound_idle(conn: Connection, idle_timeout_s: float | None) -> None:
+    """End the current transaction server-side once its client is silent in it ``idle_timeout_s``
+    (None: no bound). ``SET LOCAL``: the session's own setting is back at the transaction's end."""
+    if idle_timeout_s is not None:
+        ms = max(1, math.ceil(idle_timeout_s * 1000))
+        await conn.execute(f"SET LOCAL idle_in_transaction_session_timeout = {ms}")
+
+
 async def firing_storms(conn: Connection) -> dict[str, frozenset[str]]:
-    """The PFC storms still firing: incident key -> the ports their pause tree holds (what
-    :func:`analyzer.incidents.correlate` continues a storm by)."""
-    rows = await conn.fetch("SELECT * FROM alerts WHERE state = 'firing' AND rule = 'pfc_storm'")
-    return ongoing_storms((a.rule, a.details) for a in map(AlertRow.from_record, rows))
+    """The firing incidents holding PFC storms, whatever their root now: incident key -> the ports
+    their pause trees hold (what :func:`analyzer.incidents.correlate` continues a storm by)."""
+    rows = await conn.fetch("SELECT * FROM alerts WHERE state = 'firing' AND details ? 'storm_ports'")
+    return ongoing_storms(a.details for a in map(AlertRow.from_record, rows))
 
 
 def _fields(inc: Incident) -> dict[str, Any]:
@@ -247,7 +272,13 @@ def _fields(inc: Incident) -> dict[str, Any]:
         "summary": inc.summary,
         "scope": _json(inc.scope.as_dict()),
         "details": _json(
-            {**inc.root.details, "reason": inc.reason, "efficiency_loss": inc.efficiency_loss, "incident_key": inc.key}
+            {
+                **inc.root.details,
+                "reason": inc.reason,
+                "efficiency_loss": inc.efficiency_loss,
+                "incident_key": inc.key,
+                **({"storm_ports": ports} if (ports := storm_ports(inc.findings)) else {}),
+            }
         ),
         "root_cause": _json(inc.root_cause),
         "symptoms": _json(inc.symptom_list()),

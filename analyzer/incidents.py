@@ -264,9 +264,9 @@ def correlate(
 ) -> list[Incident]:
     """Group ``findings`` into incidents (see the module docstring). ``switch_links`` links of one
     switch down or flapping at once are that switch (``thresholds.switch_flap_min_ports``).
-    ``storms``: the PFC storms still firing, incident key -> the ports their pause tree holds
-    (:func:`ongoing_storms`); a storm finding whose tree holds one of those ports is that storm,
-    wherever its origin is named this round. Severity and action are not set here:
+    ``storms``: the incidents with PFC storms still firing, incident key -> the ports their pause
+    trees hold (:func:`ongoing_storms`); a storm finding whose origin one of them pauses is that
+    storm, wherever its origin is named this round. Severity and action are not set here:
     :func:`analyzer.actions.decide` does that for each."""
     observation = observation or Observation()
     storms = storms or {}
@@ -433,13 +433,23 @@ def _link_ports(f: Finding, fabric: Fabric) -> tuple[str, str] | None:
     return link_end(fabric, switch, port)
 
 
-def ongoing_storms(firing: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, frozenset[str]]:
-    """Incident key -> the ports of its pause tree, for firing ``pfc_storm`` alerts given as
-    ``(rule, details)``; alerts stored without an ``incident_key`` are left out."""
+def storm_ports(findings: Iterable[Finding]) -> list[str]:
+    """Every port the pause trees among ``findings`` hold (what a firing incident is remembered by)."""
+    out: set[str] = set()
+    for f in findings:
+        ports = f.details.get("affected_ports") if f.rule == "pfc_storm" else None
+        if isinstance(ports, list):
+            out.update(str(p) for p in ports)
+    return sorted(out)
+
+
+def ongoing_storms(firing: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
+    """Incident key -> the ports its pause trees hold, from the ``details`` of firing alerts
+    (``incident_key``, ``storm_ports``); alerts stored without them are left out."""
     out: dict[str, frozenset[str]] = {}
-    for rule, details in firing:
-        key, ports = details.get("incident_key"), details.get("affected_ports")
-        if rule == "pfc_storm" and isinstance(key, str) and isinstance(ports, list):
+    for details in firing:
+        key, ports = details.get("incident_key"), details.get("storm_ports")
+        if isinstance(key, str) and isinstance(ports, list) and ports:
             out[key] = frozenset(str(p) for p in ports)
     return out
 
@@ -448,12 +458,18 @@ def _storm_key(f: Finding, key: str, storms: Mapping[str, frozenset[str]]) -> st
     """The key of the firing storm ``f`` continues, else ``key``. A storm's origin is named anew
     every round, from samples the two ends of each link took at other instants: while it starts
     and ends, a switch sampled late can leave only the spread on record for a round, whose
-    strongest root is then a spine port. That is the same storm, not a second one."""
+    strongest root is then a spine port the firing storm pauses. That is the same storm, not a
+    second one. A storm whose origin the firing one does not pause is another storm, even when
+    their trees share spine ports (spread trees of one rail do): its own incident, its own hosts."""
     if f.rule != "pfc_storm" or key in storms:
         return key
-    ports = f.details.get("affected_ports")
-    held = {str(p) for p in ports} if isinstance(ports, list) else set()
-    overlap = [(-len(held & tree), k) for k, tree in storms.items() if held & tree]
+    origin = f.details.get("origin")
+    port = origin.get("port") if isinstance(origin, Mapping) else None
+    peer = origin.get("peer") if isinstance(origin, Mapping) else None
+    named = {str(p) for p in (port, peer) if p}
+    held = f.details.get("affected_ports")
+    mine = {str(p) for p in held} if isinstance(held, list) else set()
+    overlap = [(-len(mine & tree), k) for k, tree in storms.items() if named & tree]
     return min(overlap)[1] if overlap else key  # the one sharing most ports; ties by key
 
 
@@ -640,7 +656,13 @@ def _lost_links(f: Finding, fabric: Fabric) -> set[tuple[str, str]]:
 
 
 def _incident(g: _Group, fabric: Fabric) -> Incident:
-    ordered = sorted(g.findings, key=lambda f: (_root_rank(f.rule), -SEVERITY_ORDER[f.severity], f.key))
+    def own(f: Finding) -> int:  # a storm continued from elsewhere: its own finding is the root
+        if f.rule != "pfc_storm" or g.kind != "link":
+            return 0
+        end = _link_ports(f, fabric)
+        return 0 if end is not None and f"link:{end[0]}:{end[1]}" == g.key else 1
+
+    ordered = sorted(g.findings, key=lambda f: (_root_rank(f.rule), own(f), -SEVERITY_ORDER[f.severity], f.key))
     root, symptoms = ordered[0], tuple(ordered[1:])
     if g.kind == "collection":
         location: dict[str, Any] = dict.fromkeys(("switch", "port", "server", "rail"))

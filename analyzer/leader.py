@@ -25,9 +25,10 @@ exactly as alive as that session:
   ``idle_timeout_s + retry_s`` plus the new leader's first round. On older servers there is no
   such bound (the lock is held until the process resumes or dies); a warning says so at start.
 * **A leader frozen inside a transaction** (its alert sync holds the firing alerts' row locks)
-  would block its successor's alert sync: the analyzer's other sessions end when idle in a
-  transaction for ``idle_timeout_s`` (:func:`data_session_settings`), so the locks go with the
-  lock session.
+  would block its successor's alert sync: that transaction sets
+  ``idle_in_transaction_session_timeout`` to ``idle_timeout_s`` (``SET LOCAL``, in
+  :func:`analyzer.alerts.lock_firing`), so the server ends it, and its locks go with the lock
+  session.
 * **A dead host or a partition** is bounded the same way; the session's keepalives
   (``tcp_keepalives_idle = ceil(idle_timeout_s)``, 1 s between 3 probes) and ``tcp_user_timeout``
   are the fallback where ``idle_session_timeout`` is missing.
@@ -126,16 +127,6 @@ def session_settings(timing: ElectionTiming, server_major: int, identity: str) -
     if server_major >= IDLE_TIMEOUT_SINCE:
         settings["idle_session_timeout"] = str(math.ceil(timing.idle_timeout_s * 1000))
     return settings
-
-
-def data_session_settings(timing: ElectionTiming) -> dict[str, str]:
-    """The settings of an electing analyzer's other sessions (rounds, alert sync, senders). A leader
-    frozen inside a transaction (``sync_alerts`` holds the firing alerts ``FOR UPDATE``) would keep
-    those row locks, and its successor's first alert sync would wait for them until it resumed or
-    died: PostgreSQL ends a session idle in a transaction after ``idle_timeout_s``, the time its
-    lock session takes to go too. A live leader's transactions run their statements back to back
-    (a few ms per round); an event loop stalled that long loses the lock all the same."""
-    return {"idle_in_transaction_session_timeout": str(math.ceil(timing.idle_timeout_s * 1000))}
 
 
 def process_identity() -> str:

@@ -10,11 +10,11 @@
   stopped is over); its length is the sum of those samples' ``interval_s``, except the sample the
   storm began in (the run's first, when a quiet sample precedes it in the window): the storm
   filled only part of that interval, so it counts the share its rate bears to the next sample's,
-  and nothing while it is the only one. A first sample over a long interval (a gap in the stream)
-  thus proves no length it did not see. PFC rows are stored on change, so a row whose interval
-  begins after the port's previous row (or inside the window, with none before it) follows a
-  quiet reading nobody stored: that reading counts as the quiet sample it was, and only a run
-  reaching back past the window's start counts its first interval in full. A tree is a storm
+  and nothing while it is the only one. PFC rows are stored on change, so a port's first row in
+  the window whose interval begins inside the window follows a quiet reading nobody stored: that
+  reading counts as the quiet sample it was. A run whose first row's interval reaches back past
+  the window's start counts that interval in full; a long one (the first sample after a gap in
+  the stream) counts as long as its average rate was over the threshold. A tree is a storm
   when one of its members has been paused for ``pfc_storm_min_s``. The window is
   ``ctx.window_s``, stretched to ``pfc_storm_min_s`` plus two sampling intervals when that is
   longer.
@@ -370,12 +370,14 @@ def _speed(fabric: Fabric, switch: str, port: str, live: int | None) -> float:
     return (info.speed_gbps if info else sw.speed_gbps if sw else fabric.params.speed_gbps) * 1e9
 
 
-def _after_quiet(time: datetime, interval_s: float, before: datetime) -> bool:
-    """Whether a row's interval began after ``before`` (the port's previous row, or the window's
-    start): the reading it began at is not stored, so the pause counters stood still then (PFC
+def _after_quiet(time: datetime, interval_s: float, since: datetime) -> bool:
+    """Whether the first row of a port in the window began its interval inside it (after
+    ``since``): the reading it began at is not stored, so the pause counters stood still then (PFC
     rows are stored on change, collector/counters.py). A row's interval begins at the previous
-    reading's instant exactly (to float4's rounding, the slack)."""
-    return (time - before).total_seconds() - interval_s > 1e-3 + 1e-5 * interval_s
+    reading's instant exactly (to float4's rounding, the slack). Only the first row: after a row
+    that paused, the collector always stores the next reading, so a hole later in the series is
+    a row lost or a reading missed, not a quiet spell, and only shortens the run's sum."""
+    return (time - since).total_seconds() - interval_s > 1e-3 + 1e-5 * interval_s
 
 
 async def read_pausing(conn: Connection, ctx: CheckContext) -> list[Pausing]:
@@ -386,13 +388,11 @@ async def read_pausing(conn: Connection, ctx: CheckContext) -> list[Pausing]:
     since = ctx.now - timedelta(seconds=lookback)
     rows = await conn.fetch(_SQL, since, ctx.now, floor)
     series: dict[tuple[str, str, int], list[tuple[float, float | None, float | None]]] = defaultdict(list)
-    last: dict[tuple[str, str, int], datetime] = {}
     for r in rows:
         key = (r["switch"], r["port"], r["priority"])
         ok = not r["counter_reset"] and r["interval_s"]
-        if ok and _after_quiet(r["time"], r["interval_s"], last.get(key, since)):
+        if ok and key not in series and _after_quiet(r["time"], r["interval_s"], since):
             series[key].append((0.0, 0.0, 0.0))  # the quiet reading the collector did not store
-        last[key] = r["time"]
         series[key].append(
             (r["interval_s"] or 0.0, r["tx_pause_pps"] if ok else None, r["rx_pause_pps"] if ok else None)
         )

@@ -210,6 +210,7 @@ class AnalyzerService:
                 unobserved=rnd.observation.unobserved | rnd.observation.starting,
                 drain_limit=rnd.drain_limit,
                 schedulers=self.schedulers.policies,
+                idle_timeout_s=self._idle_timeout_s(),
             )
             if result.deliveries:
                 self.sender.notify()
@@ -228,12 +229,17 @@ class AnalyzerService:
             log.info("evaluation: %s, %s", what, result)
         return report
 
+    def _idle_timeout_s(self) -> float | None:
+        """How long the leader's lock-holding transactions may sit idle (None: no election)."""
+        return self.election.timing.idle_timeout_s if self.election is not None else None
+
     async def _review_needed(self, alert_id: int, reason: str) -> None:
         """A scheduler's fleet breaker withheld a drain: the incident needs review, receivers hear it."""
         result = await require_review(
             self.pool,
             alert_id,
             reason,
+            idle_timeout_s=self._idle_timeout_s(),
             webhooks=self.config.alerts.webhooks,
             settings=self.config.alerts,
             schedulers=self.schedulers.policies,

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from analyzer.job_store import load_job_file
-from analyzer.leader import ElectionTiming, data_session_settings
 from analyzer.report import human
 from analyzer.service import AnalyzerService, assess
 from cli import context
@@ -46,9 +45,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     async def main() -> dict[str, Any] | None:
         stop = asyncio.Event()
         stop_on_signals(stop)
-        electing = config.analyzer.leader_election and not args.once
-        settings = data_session_settings(ElectionTiming.for_interval(config.analyzer.interval_s)) if electing else None
-        async with database(dsn, config, fabric, server_settings=settings) as pool:
+        async with database(dsn, config, fabric) as pool:
             service = AnalyzerService(config, fabric, pool)
             if args.once:  # one-shot: no election (the database serializes it with a running leader)
                 report = await service.evaluate_once()

@@ -354,19 +354,20 @@ async def test_sigstop_the_leader(fresh_db: str, tmp_path: Path) -> None:
         assert await stopped(a) == 0 and await stopped(b) == 0
 
 
-#: A leader's alert sync, frozen between its ``SELECT … FOR UPDATE`` and its commit.
+#: A leader's alert sync, frozen between its first step (:func:`analyzer.alerts.lock_firing`, as
+#: ``sync_alerts`` takes it with the election's idle timeout) and its commit.
 _FROZEN_SYNC = """
 import asyncio, sys
-from analyzer.leader import ElectionTiming, data_session_settings
+from analyzer.alerts import lock_firing
+from analyzer.leader import ElectionTiming
 from store.db import create_pool
 
 async def main() -> None:
-    settings = data_session_settings(ElectionTiming.for_interval(float(sys.argv[2])))
-    pool = await create_pool(sys.argv[1], server_settings=settings)
+    pool = await create_pool(sys.argv[1])
     async with pool.acquire() as conn:
         tx = conn.transaction()
         await tx.start()
-        await conn.fetch("SELECT * FROM alerts WHERE state = 'firing' FOR UPDATE")
+        await lock_firing(conn, ElectionTiming.for_interval(float(sys.argv[2])).idle_timeout_s)
         print("locked", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)  # frozen here
         try:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from analyzer.actions import ActionPolicy, Held, decide, decide_all, merge_decision
 from analyzer.findings import Finding, blast_radius
-from analyzer.incidents import Incident, Observation, correlate, hold_unconfirmed, ongoing_storms
+from analyzer.incidents import Incident, Observation, correlate, hold_unconfirmed, ongoing_storms, storm_ports
 from analyzer.links import links_scope
 from fabric.model import Endpoint, Fabric, FabricParams
 from fabric.topology import build_aipod
@@ -208,9 +208,11 @@ def _spine_port(spine: str, towards: str) -> str:
     return next(p.name for p in FABRIC.ports(spine) if p.peer is not None and p.peer.node == towards)
 
 
-def remembered(storm: Incident) -> dict[str, frozenset[str]]:
-    """What the next round knows of ``storm`` once it fires (its alert's details)."""
-    return ongoing_storms([("pfc_storm", {"incident_key": storm.key, **storm.root.details})])
+def remembered(*incidents: Incident) -> dict[str, frozenset[str]]:
+    """What the next round knows of firing ``incidents`` (their alerts' details)."""
+    return ongoing_storms(
+        [{**i.root.details, "incident_key": i.key, "storm_ports": storm_ports(i.findings)} for i in incidents]
+    )
 
 
 def test_a_storm_named_by_another_origin_while_it_fires_stays_the_same_incident() -> None:
@@ -243,13 +245,34 @@ def test_a_storm_sharing_no_port_with_a_firing_one_is_an_incident_of_its_own() -
     assert other.fingerprint != first.fingerprint and other.location["switch"] == "lf-g1-r5"
 
 
-def test_only_firing_storms_stored_with_their_key_are_remembered() -> None:
+def test_a_second_storm_sharing_only_spread_ports_is_its_own_incident_with_its_own_hosts() -> None:
+    # Spread trees of one rail share the spine's ports; a storm from another leaf's port, which
+    # the firing storm does not pause, is another storm: its jobs must be told to checkpoint.
+    spine = FABRIC.peer(Endpoint("lf-g1-r2", "swp65"))
+    assert spine is not None
+    shared = f"{spine.node}:{_spine_port(spine.node, 'ssp-1')}"
+    first = one([pfc("lf-g1-r2", "swp65", held=(shared,))])
+    second = pfc("lf-g1-r5", "swp1", held=(shared,))  # a stuck NIC whose tree reaches that port too
+    (inc,) = decide_all(correlate([second], FABRIC, storms=remembered(first)), FABRIC)
+    assert inc.fingerprint != first.fingerprint and inc.root.key == second.key
+    assert set(inc.action_hosts) == set(second.scope.servers) and inc.action == "checkpoint"
+
+
+def test_a_storm_joined_by_an_outage_of_its_link_is_still_remembered_as_a_storm() -> None:
+    storm, down = pfc("lf-g1-r2", "swp65"), outage("lf-g1-r2", "swp65")
+    (inc,) = decided([storm, down])
+    assert inc.rule == "link_outage" and [f.rule for f in inc.symptoms] == ["pfc_storm"]
+    assert remembered(inc) == {inc.key: frozenset(storm.details["affected_ports"])}
+
+
+def test_only_alerts_stored_with_their_key_and_storm_ports_are_remembered() -> None:
     ports = ["lf-g1-r2:swp65"]
     assert ongoing_storms([
-        ("pfc_storm", {"incident_key": "link:lf-g1-r2:swp65", "affected_ports": ports}),
-        ("pfc_storm", {"affected_ports": ports}),  # stored before the key was
-        ("link_outage", {"incident_key": "link:lf-g1-r2:swp66", "affected_ports": ports}),
-        ("pfc_storm", {"incident_key": "link:x", "affected_ports": "lf-g1-r2:swp65"}),  # not a list
+        {"incident_key": "link:lf-g1-r2:swp65", "storm_ports": ports},
+        {"affected_ports": ports, "storm_ports": ports},  # stored before the key was
+        {"incident_key": "link:lf-g1-r2:swp66"},  # no storm in it
+        {"incident_key": "link:x", "storm_ports": "lf-g1-r2:swp65"},  # not a list
+        {"incident_key": "link:y", "storm_ports": []},
     ]) == {"link:lf-g1-r2:swp65": frozenset(ports)}  # fmt: skip
 
 
