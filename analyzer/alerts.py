@@ -44,7 +44,7 @@ from typing import Any, Literal
 from analyzer.actions import ACTION_ORDER, Action, Held, affected_jobs, merge_decision, stronger, worse
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.findings import SEVERITY_ORDER
-from analyzer.incidents import Incident, ongoing_storms, storm_ports
+from analyzer.incidents import Incident, memory_details, ongoing_storms
 from analyzer.outbox import enqueue
 from analyzer.payloads import AlertRow, Event, alertmanager_labels, jsonable
 from fabric.errors import FabricmonError
@@ -260,14 +260,22 @@ async def bound_idle(conn: Connection, idle_timeout_s: float | None) -> None:
         await conn.execute(f"SET LOCAL idle_in_transaction_session_timeout = {ms}")
 
 
+async def firing_details(conn: Connection) -> list[dict[str, Any]]:
+    """The ``details`` of every firing alert: what :func:`analyzer.incidents.correlate` continues
+    incidents by (:func:`~analyzer.incidents.ongoing_storms`, :func:`~analyzer.incidents.held_links`)."""
+    rows = await conn.fetch("SELECT * FROM alerts WHERE state = 'firing'")
+    return [a.details for a in map(AlertRow.from_record, rows)]
+
+
 async def firing_storms(conn: Connection) -> dict[str, frozenset[str]]:
     """The firing incidents holding PFC storms, whatever their root now: incident key -> the ports
     their pause trees hold (what :func:`analyzer.incidents.correlate` continues a storm by)."""
-    rows = await conn.fetch("SELECT * FROM alerts WHERE state = 'firing' AND details ? 'storm_ports'")
-    return ongoing_storms(a.details for a in map(AlertRow.from_record, rows))
+    return ongoing_storms(await firing_details(conn))
 
 
-def _fields(inc: Incident) -> dict[str, Any]:
+def _fields(inc: Incident, stored: Any = None) -> dict[str, Any]:
+    """The stored columns of ``inc``; ``stored``: the firing alert's ``details`` before this update
+    (the links a switch incident held are kept while it fires: a later round may see fewer)."""
     return {
         "summary": inc.summary,
         "scope": _json(inc.scope.as_dict()),
@@ -276,8 +284,7 @@ def _fields(inc: Incident) -> dict[str, Any]:
                 **inc.root.details,
                 "reason": inc.reason,
                 "efficiency_loss": inc.efficiency_loss,
-                "incident_key": inc.key,
-                **({"storm_ports": ports} if (ports := storm_ports(inc.findings)) else {}),
+                **memory_details(inc, _details(stored)),
             }
         ),
         "root_cause": _json(inc.root_cause),
@@ -350,7 +357,7 @@ async def _update(
             events[rec["id"]] = "escalated"
         elif rec["rule"] != inc.rule or old_symptoms != new_symptoms:
             events[rec["id"]] = "changed"
-        f = _fields(inc)
+        f = _fields(inc, rec["details"])
         for key, value in (
             ("id", rec["id"]),
             ("rule", inc.rule),
@@ -419,6 +426,12 @@ def _root_unseen(rec: Record, unobserved: frozenset[str]) -> bool:
     root = rec["root_cause"]
     switch = (json.loads(root) if isinstance(root, str | bytes) else dict(root or {})).get("switch")
     return isinstance(switch, str) and switch in unobserved
+
+
+def _details(value: Any) -> dict[str, Any]:
+    if isinstance(value, str | bytes):
+        value = json.loads(value)
+    return dict(value) if isinstance(value, dict) else {}
 
 
 def _loaded(value: Any) -> list[dict[str, Any]]:

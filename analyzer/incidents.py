@@ -32,7 +32,9 @@ place (``key``)        root findings                               symptoms it c
 =====================  ==========================================  ============================
 
 A link incident whose link ends on a switch that has a switch incident joins that incident
-(a rebooting spine's links). A symptom that several incidents could explain goes to one: the
+(a rebooting spine's links); while a switch incident fires, outages and flaps of the links it held
+stay its own (its last links back up, seen late from one end), remembered in its alert like a
+firing PFC storm's ports. A symptom that several incidents could explain goes to one: the
 incident at its own place first, then a switch incident, a link, a miswire, a capacity
 incident; ties by key. Roots never merge through a shared symptom, so two faults on one rail
 stay two incidents. Silence of switches whose collector is still starting or catching up is not
@@ -125,6 +127,9 @@ class Incident:
     reason: str = ""
     #: Where the root cause is: switch, port, server, rail (None where it has none).
     location: dict[str, Any] = field(default_factory=dict)
+    #: The links it holds, by naming end (``SWITCH:PORT``): what a firing switch incident is
+    #: remembered by (:func:`held_links`).
+    links: tuple[str, ...] = ()
 
     @property
     def fingerprint(self) -> str:
@@ -261,15 +266,20 @@ def correlate(
     observation: Observation | None = None,
     switch_links: int = SWITCH_LINKS,
     storms: Mapping[str, frozenset[str]] | None = None,
+    held: Mapping[str, frozenset[str]] | None = None,
 ) -> list[Incident]:
     """Group ``findings`` into incidents (see the module docstring). ``switch_links`` links of one
     switch down or flapping at once are that switch (``thresholds.switch_flap_min_ports``).
     ``storms``: the incidents with PFC storms still firing, incident key -> the ports their pause
     trees hold (:func:`ongoing_storms`); a storm finding whose origin one of them pauses is that
-    storm, wherever its origin is named this round. Severity and action are not set here:
-    :func:`analyzer.actions.decide` does that for each."""
+    storm, wherever its origin is named this round. ``held``: the firing switch incidents, key ->
+    the links they hold (:func:`held_links`); an outage or flap of one of those links is still that
+    switch's while it fires, even in a round whose findings alone would not name the switch (a
+    rebooted spine's last links back up, seen late from one superspine). Severity and action are
+    not set here: :func:`analyzer.actions.decide` does that for each."""
     observation = observation or Observation()
     storms = storms or {}
+    held = held or {}
     rest = _dedupe(findings)
     groups: list[_Group] = []
     collection, rest = _collection(rest, fabric, observation)
@@ -282,7 +292,7 @@ def correlate(
     derived: list[Finding] = []
     for f in rest:
         if f.rule in LINK_RULES:
-            _add_link(f, fabric, switch_groups, link_groups, storms)
+            _add_link(f, fabric, switch_groups, link_groups, storms, held)
         elif f.rule == "miswire":
             miswires.append(f)
         else:
@@ -454,6 +464,32 @@ def ongoing_storms(firing: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[s
     return out
 
 
+def memory_details(inc: Incident, stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a firing ``inc`` is remembered by in its alert's ``details`` (read back by
+    :func:`ongoing_storms` and :func:`held_links`): its key, its storms' ports (this round's trees),
+    a switch's links (with those ``stored`` before: every link it held while it fired)."""
+    out: dict[str, Any] = {"incident_key": inc.key}
+    if ports := storm_ports(inc.findings):
+        out["storm_ports"] = ports
+    if inc.kind == "switch":
+        before = (stored or {}).get("switch_links") if (stored or {}).get("incident_key") == inc.key else None
+        links = set(inc.links) | ({str(x) for x in before} if isinstance(before, list) else set())
+        if links:
+            out["switch_links"] = sorted(links)
+    return out
+
+
+def held_links(firing: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
+    """Switch incident key -> the links it holds (naming ends), from the ``details`` of firing
+    alerts (``incident_key``, ``switch_links``); alerts stored without them are left out."""
+    out: dict[str, frozenset[str]] = {}
+    for details in firing:
+        key, links = details.get("incident_key"), details.get("switch_links")
+        if isinstance(key, str) and key.startswith("switch:") and isinstance(links, list) and links:
+            out[key] = frozenset(str(x) for x in links)
+    return out
+
+
 def _storm_key(f: Finding, key: str, storms: Mapping[str, frozenset[str]]) -> str:
     """The key of the firing storm ``f`` continues, else ``key``. A storm's origin is named anew
     every round, from samples the two ends of each link took at other instants: while it starts
@@ -479,6 +515,7 @@ def _add_link(
     switches: dict[str, _Group],
     links: dict[str, _Group],
     storms: Mapping[str, frozenset[str]],
+    held: Mapping[str, frozenset[str]],
 ) -> None:
     end = _link_ports(f, fabric)
     if end is None:
@@ -489,6 +526,16 @@ def _add_link(
     ends = {end[0]} | ({peer.node} if peer is not None and peer.node in fabric.switches else set())
     for name in sorted(ends):
         if (g := switches.get(f"switch:{name}")) is not None:  # a link of a switch that failed
+            g.findings.append(f)
+            g.links.add(end)
+            return
+    if f.rule in ("link_outage", "link_flapping"):
+        named = f"{end[0]}:{end[1]}"
+        for key in sorted(k for k, held_here in held.items() if named in held_here):
+            name = key.split(":", 1)[1]  # a link of a switch incident still firing: still its
+            g = switches.setdefault(
+                key, _Group(key, "switch", [], {name}, _neighbours(fabric, name), _rails(fabric, [name]))
+            )
             g.findings.append(f)
             g.links.add(end)
             return
@@ -672,7 +719,8 @@ def _incident(g: _Group, fabric: Fabric) -> Incident:
         location = {"switch": name, "port": None, "server": None, "rail": sw.rail if sw is not None else None}
     else:
         location = place_of(root, fabric)
-    return Incident(key=g.key, kind=g.kind, root=root, symptoms=symptoms, location=location)
+    links = tuple(sorted(f"{sw}:{port}" for sw, port in g.links))
+    return Incident(key=g.key, kind=g.kind, root=root, symptoms=symptoms, location=location, links=links)
 
 
 def _root_rank(rule: str) -> int:

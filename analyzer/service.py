@@ -22,9 +22,9 @@ from typing import Any
 
 from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alertmanager import AlertmanagerPusher
-from analyzer.alerts import SyncResult, firing_storms, require_review, sync_alerts
+from analyzer.alerts import SyncResult, firing_details, require_review, sync_alerts
 from analyzer.engine import Evaluation, context_for, evaluate
-from analyzer.incidents import Incident, Observation, correlate, hold_unconfirmed
+from analyzer.incidents import Incident, Observation, correlate, held_links, hold_unconfirmed, ongoing_storms
 from analyzer.jobs import Job, job_health, load_jobs
 from analyzer.leader import LeaderElection
 from analyzer.objectives import Objective, evaluate_objectives
@@ -86,8 +86,9 @@ async def evaluate_round(
     observation = await observe(conn, ctx, memory)
     policy = ActionPolicy.from_config(config.alerts)
     switch_links = config.analyzer.thresholds.switch_flap_min_ports
-    storms = await firing_storms(conn)
-    incidents = decide_all(correlate(ev.all_findings, fabric, observation, switch_links, storms), fabric, policy)
+    firing = await firing_details(conn)
+    found = correlate(ev.all_findings, fabric, observation, switch_links, ongoing_storms(firing), held_links(firing))
+    incidents = decide_all(found, fabric, policy)
     if first_seen is not None:
         incidents = hold_unconfirmed(incidents, first_seen, now, confirm_s(config))
     return Round(ev, objectives, incidents, observation, policy.drain_limit(len(fabric.servers)))

@@ -15,6 +15,7 @@ from analyzer.alerts import (
     AlertInputError,
     SyncResult,
     ack_alert,
+    firing_details,
     firing_storms,
     get_alert,
     incident_timeline,
@@ -23,8 +24,8 @@ from analyzer.alerts import (
 )
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.findings import Finding, blast_radius
-from analyzer.incidents import Incident, correlate
-from analyzer.links import links_scope
+from analyzer.incidents import Incident, correlate, held_links
+from analyzer.links import link_end, links_scope
 from analyzer.outbox import webhook_key
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
@@ -203,6 +204,52 @@ async def test_a_storm_whose_origin_moves_stays_one_alert_across_a_restart(pool:
             pool2, [*later, *incidents([other])], now=T0 + timedelta(seconds=20), hold_down_s=HOLD, webhooks=HOOKS
         )
         assert (r.fired, r.deliveries) == (1, 2)
+    finally:
+        await pool2.close()
+
+
+def link_down(switch: str, port: str, down_now: bool = True) -> Finding:
+    """An outage of the link at ``switch:port``, named by its lower-tier end as the check names it."""
+    end = link_end(FABRIC, switch, port)
+    assert end is not None
+    return Finding(
+        rule="link_outage",
+        key=f"{end[0]}:{end[1]}",
+        severity="critical",
+        summary=f"{end[0]}:{end[1]} was down",
+        scope=links_scope(FABRIC, [end]),
+        details={"down_now": down_now, "down_for_s": 6.0 if down_now else 0.0},
+    )
+
+
+async def test_a_rebooted_spines_late_links_stay_its_alert_across_a_restart(pool: asyncpg.Pool, fresh_db: str) -> None:
+    cabled = [p for p in FABRIC.ports("sp-r4-1") if p.peer is not None]
+    r = await sync(pool, [link_down("sp-r4-1", p.name) for p in cabled], T0)
+    assert r.fired == 1
+    (spine,) = await list_alerts(pool, "firing")
+    assert spine["details"]["incident_key"] == "switch:sp-r4-1"
+    assert len(spine["details"]["switch_links"]) == len(cabled)
+    await pool.close()
+    # a new analyzer: the spine is back, one superspine's late poll still has its links down
+    pool2 = await create_pool(fresh_db)
+    try:
+        ssp, other = sorted({p.peer.node for p in cabled if p.peer is not None and p.peer.node.startswith("ssp-")})[:2]
+        late = [link_down("sp-r4-1", p.name, down_now=False) for p in cabled if p.peer and p.peer.node == ssp]
+        assert [i.key for i in incidents(late)] == [f"switch:{ssp}"]  # what it would be without the memory
+        async with pool2.acquire() as conn:
+            held = held_links(await firing_details(conn))
+        later = decide_all(correlate(late, FABRIC, held=held), FABRIC, ActionPolicy())
+        r = await sync_alerts(pool2, later, now=T0 + timedelta(seconds=10), hold_down_s=HOLD, webhooks=HOOKS)
+        assert (r.fired, r.updated, r.deliveries) == (0, 1, 0)
+        (a,) = await list_alerts(pool2, "firing")
+        assert a["fingerprint"] == spine["fingerprint"]
+        # it still holds every link it held: another superspine's links seen late next are its own too
+        assert a["details"]["switch_links"] == spine["details"]["switch_links"]
+        later2 = [link_down("sp-r4-1", p.name, down_now=False) for p in cabled if p.peer and p.peer.node == other]
+        async with pool2.acquire() as conn:
+            held = held_links(await firing_details(conn))
+        (again,) = decide_all(correlate(later2, FABRIC, held=held), FABRIC, ActionPolicy())
+        assert again.fingerprint == spine["fingerprint"]
     finally:
         await pool2.close()
 

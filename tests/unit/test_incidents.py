@@ -16,8 +16,16 @@ from hypothesis import strategies as st
 
 from analyzer.actions import ActionPolicy, Held, decide, decide_all, merge_decision
 from analyzer.findings import Finding, blast_radius
-from analyzer.incidents import Incident, Observation, correlate, hold_unconfirmed, ongoing_storms, storm_ports
-from analyzer.links import links_scope
+from analyzer.incidents import (
+    Incident,
+    Observation,
+    correlate,
+    held_links,
+    hold_unconfirmed,
+    memory_details,
+    ongoing_storms,
+)
+from analyzer.links import link_end, links_scope
 from fabric.model import Endpoint, Fabric, FabricParams
 from fabric.topology import build_aipod
 
@@ -209,10 +217,8 @@ def _spine_port(spine: str, towards: str) -> str:
 
 
 def remembered(*incidents: Incident) -> dict[str, frozenset[str]]:
-    """What the next round knows of firing ``incidents`` (their alerts' details)."""
-    return ongoing_storms(
-        [{**i.root.details, "incident_key": i.key, "storm_ports": storm_ports(i.findings)} for i in incidents]
-    )
+    """The storms the next round knows of firing ``incidents`` (their alerts' details)."""
+    return ongoing_storms([{**i.root.details, **memory_details(i)} for i in incidents])
 
 
 def test_a_storm_named_by_another_origin_while_it_fires_stays_the_same_incident() -> None:
@@ -491,6 +497,38 @@ def test_a_few_switches_late_in_our_own_pipeline_are_not_judged_many_are_collect
     assert many.kind == "collection" and many.action == "observe" and many.root.details["lag_only"]
     first: dict[str, datetime] = {}
     assert hold_unconfirmed([many], first, datetime(2026, 12, 1, tzinfo=UTC), 10.0)[0].pending
+
+
+def test_a_rebooted_spines_last_links_seen_late_from_one_superspine_stay_the_spines_incident() -> None:
+    # Round 1: sp-r4-1 reboots, every link of it down (named by the lower-tier end). A later round,
+    # the spine back up: only one superspine, polled late, still has its links to the spine down in
+    # the window. Alone they are 16 of that superspine's 128 links and 16 of the spine's 128: a tie
+    # the higher tier takes, so a switch incident of the superspine, a second one.
+    spine_links = [p for p in FABRIC.ports("sp-r4-1") if p.peer is not None]
+    every = [outage(*end) for p in spine_links if (end := link_end(FABRIC, "sp-r4-1", p.name)) is not None]
+    first = one([stale("sp-r4-1"), *every])
+    assert first.key == "switch:sp-r4-1" and len(first.links) == len(spine_links)
+    late = [outage("sp-r4-1", p.name, down_now=False) for p in spine_links if p.peer and p.peer.node == "ssp-2"]
+    alone = one(late)
+    assert alone.key == "switch:ssp-2"  # without the memory: a second incident
+    held = held_links([memory_details(first)])
+    (again,) = decide_all(correlate(late, FABRIC, held=held), FABRIC)
+    assert (again.key, again.fingerprint) == (first.key, first.fingerprint)
+    assert set(again.links) < set(first.links) and again.action == "observe"
+    # an outage of a link the firing spine incident does not hold is its own incident
+    (other,) = decide_all(correlate([outage("lf-g1-r3", "swp65")], FABRIC, held=held), FABRIC)
+    assert other.key == "link:lf-g1-r3:swp65"
+
+
+def test_only_firing_switch_incidents_stored_with_their_links_are_held() -> None:
+    links = ["lf-g1-r4:swp65"]
+    assert held_links([
+        {"incident_key": "switch:sp-r4-1", "switch_links": links},
+        {"switch_links": links},  # stored before the key was
+        {"incident_key": "link:lf-g1-r4:swp65", "switch_links": links},  # not a switch's
+        {"incident_key": "switch:sp-r1-1", "switch_links": "lf-g1-r1:swp65"},  # not a list
+        {"incident_key": "switch:sp-r2-1", "switch_links": []},
+    ]) == {"switch:sp-r4-1": frozenset(links)}  # fmt: skip
 
 
 def test_a_superspine_seeing_a_rebooting_spines_uplinks_drop_is_the_spines_victim() -> None:
