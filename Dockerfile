@@ -1,6 +1,7 @@
 # fabricmon's image: one image for every service (`fabricmon migrate | collect | analyze | api | sim`).
 #
-# Stage 1 builds fabricmon's wheel (it carries the SQL migrations as store/migrations_sql) and
+# Stage 1 builds fabricmon's wheel (it carries the SQL migrations as store/migrations_sql and the
+# collector's C speedups, compiled there with gcc) and
 # installs it with its dependencies (binary wheels) into a venv; stage 2 is python-slim plus that
 # venv and nothing else: no compiler, no build tools, no PostgreSQL server (the database is the
 # timescaledb service), running as an unprivileged user. Plain COPY/RUN only, so the legacy
@@ -15,13 +16,18 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
 WORKDIR /src
 # .dockerignore keeps tests, docs, deploy/ (and its secrets), .git and the venv out of the context.
+# gcc for collector/_speedups.c (hatch_build.py); the runtime stage gets only the built module.
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
 COPY . .
 # A venv without pip of its own, filled by the base image's pip: the runtime stage copies just it.
-# The last step fails the build if the wheel lost its migrations (pyproject's force-include).
+# The last two steps fail the build if the wheel lost its migrations (pyproject's force-include)
+# or its C speedups.
 RUN pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv --without-pip /opt/fabricmon \
  && pip --python /opt/fabricmon/bin/python install /wheels/fabricmon-*.whl \
- && /opt/fabricmon/bin/python -c "from store.migrate import discover; discover() or exit('no migrations in the wheel')"
+ && /opt/fabricmon/bin/python -c "from store.migrate import discover; discover() or exit('no migrations in the wheel')" \
+ && /opt/fabricmon/bin/python -c "from collector import speedups as s; s.fast_values or exit(s.unavailable)"
 
 FROM ${PYTHON_IMAGE} AS runtime
 ENV PATH=/opt/fabricmon/bin:$PATH \

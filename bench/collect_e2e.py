@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.simproc import simulator
+from collector import speedups
 from store.db import create_pool
 
 GPUS = int(os.environ.get("FABRICMON_BENCH_E2E_GPUS", "16384"))
@@ -155,6 +156,20 @@ async def _until_connected(shards: list[_Shard], switches: int) -> float:
     raise RuntimeError(f"not every one of {switches} gNMI targets connected within {CONNECT_TIMEOUT_S:.0f}s")
 
 
+async def _drained(proc: subprocess.Popen[bytes], timeout_s: float = 120) -> bytes:
+    """``proc``'s stderr once it exits after SIGTERM; if its drain does not end within
+    ``timeout_s``, what its tasks wait on (SIGUSR2), then it is killed and that is an error."""
+    try:
+        return (await asyncio.to_thread(proc.communicate, timeout=timeout_s))[1]
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR2)
+        await asyncio.sleep(2)
+        proc.kill()
+        _, err = await asyncio.to_thread(proc.communicate)
+        tail = err.decode(errors="replace")[-20000:]
+        raise RuntimeError(f"fabricmon collect did not drain within {timeout_s:.0f}s: {tail}") from None
+
+
 async def run(dsn: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="fabricmon-bench-e2e-") as tmp:
         config = Path(tmp) / "fabricmon.yaml"
@@ -229,7 +244,7 @@ async def _measure(dsn: str, shards: list[_Shard], switches: int, sim_pid: int) 
         for shard in shards:
             shard.proc.send_signal(signal.SIGTERM)
         for shard in shards:
-            _, err = await asyncio.to_thread(shard.proc.communicate, timeout=120)
+            err = await _drained(shard.proc)
             if shard.proc.returncode != 0:
                 raise RuntimeError(f"fabricmon collect exited {shard.proc.returncode}: {err.decode()[-2000:]}")
         # Sample times strictly inside the window, one interval clear of each edge: every such
@@ -269,6 +284,8 @@ async def _measure(dsn: str, shards: list[_Shard], switches: int, sim_pid: int) 
         "machine_busy_cores": round((busy1 - busy0) / wall, 2),
         "cpus": os.cpu_count(),
         "gnmi_transport": os.environ.get("FABRICMON_COLLECTOR__GNMI_TRANSPORT", "h2"),
+        # the per-value path: "c" (collector/_speedups.c) or why the Python ran
+        "speedups": speedups.unavailable or "c",
         "cpu_s_per_million_values": round(cpu / max(values, 1) * 1e6, 2),
         "rss_mb": sum(m["rss_mb"] for m in memory),
         "peak_rss_mb_per_process": max(m["peak_rss_mb"] for m in memory),

@@ -47,10 +47,21 @@ async def database(
 
 
 def stop_on_signals(stop: asyncio.Event) -> None:
-    """SIGINT and SIGTERM set ``stop`` (a graceful drain), instead of killing the loop."""
+    """SIGINT and SIGTERM set ``stop`` (a graceful drain), instead of killing the loop; SIGUSR2
+    prints what every task is waiting on (a drain that does not end: README, troubleshooting)."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR2, dump_tasks)
+
+
+def dump_tasks() -> None:
+    """Every asyncio task of this loop with the line it waits at, on stderr."""
+    tasks = sorted(asyncio.all_tasks(), key=lambda t: t.get_name())
+    print(f"fabricmon: {len(tasks)} tasks", file=sys.stderr)
+    for task in tasks:
+        task.print_stack(limit=8, file=sys.stderr)
+    sys.stderr.flush()
 
 
 @asynccontextmanager

@@ -63,6 +63,7 @@ from operator import attrgetter
 from typing import Any
 
 from collector.records import COUNTER_FIELDS, PFC_TOTAL_WRAP32, PortReading
+from collector.speedups import deltas as _c_deltas
 from store.records import I64_MAX, U64, LinkEvent, PfcSample, PortSample, to_int8
 
 WRAP32 = 1 << 32
@@ -300,7 +301,10 @@ class CounterTracker:
             reset = False
             st.vals[:] = [None] * len(_SLOTS)  # the interface is gone; when back, its counters start over
         values = _counter_values(r)
-        deltas, carrier_t0, decreased, counters, stale, steps = _deltas(st, values, t, r.wrap32, reset)
+        done = None if _c_deltas is None else _c_deltas(
+            st.vals, st.times, values, t, r.wrap32, reset, COUNTER_FIELDS, _CARRIER_INDEX
+        )  # fmt: skip
+        deltas, carrier_t0, decreased, counters, stale, steps = done or _deltas(st, values, t, r.wrap32, reset)
         stats.clock_steps += steps
         if decreased or reset:
             reset = True

@@ -84,6 +84,7 @@ from collector.profiles import (
     strip_module,
 )
 from collector.records import COUNTER_FIELDS, LldpReading, PortReading
+from collector.speedups import fast_values as _c_fast_values
 from wire.protobuf import U64_MAX, varint
 
 _MAX_CACHE = 500_000
@@ -273,6 +274,17 @@ class StreamDecoder:
                 self._slow(ctx, u)
 
     def _fast(self, ctx: _Prefix, port: str, updates: Sequence[bytes]) -> None:
+        if _c_fast_values is not None:  # the same in C, or -1: a layout or path it leaves to us
+            row = self._pending.get(port)
+            fresh = row is None
+            if row is None:
+                row = [None] * ROW_LEN
+            n = _c_fast_values(updates, ctx.slots, row)
+            if n >= 0:
+                if fresh and n:
+                    self._pending[port] = row
+                self.values += n
+                return
         keys: list[bytes] = []
         parts: list[bytes] = []
         slow: list[bytes] = []

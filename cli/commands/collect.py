@@ -12,7 +12,9 @@ from prometheus_client.registry import CollectorRegistry
 
 from cli import context
 from cli.service import database, metrics_endpoint, note, stop_on_signals
+from collector import gc_tuning
 from collector.auto_shards import AutoShards, LeaseMetrics, session_settings
+from collector.heartbeat import sampling_interval
 from collector.metrics import CollectorMetrics
 from collector.runner import CollectorService, Plan, plan
 from collector.workers import PARENT_ENV, Supervisor, Worker, WorkersError, die_with_parent, parse_workers
@@ -93,7 +95,9 @@ def run(args: argparse.Namespace) -> int:
             async with metrics_endpoint(listen, registry):
                 if args.duration is not None:
                     asyncio.get_running_loop().call_later(args.duration, stop.set)
-                await service.run(stop)
+                settled = gc_tuning.settle_time(sampling_interval(config.collector, the_plan.targets))
+                async with gc_tuning.tuned(settled):
+                    await service.run(stop)
         note("collector stopped; everything read was written or spooled")
 
     with contextlib.suppress(KeyboardInterrupt):
@@ -181,7 +185,8 @@ def _auto(args: argparse.Namespace, config: Config) -> int:
         async with database(dsn, config, fabric, server_settings=settings) as pool:
             lease_pool = await create_pool(dsn, lease_db, server_settings=settings)
             try:
-                await _collect_by_lease(args, config, fabric, pool, lease_pool, stop)
+                async with gc_tuning.tuned(gc_tuning.settle_time(sampling_interval(config.collector, whole.targets))):
+                    await _collect_by_lease(args, config, fabric, pool, lease_pool, stop)
             finally:
                 await lease_pool.close()
         note("collector stopped; leases released; everything read was written or spooled")

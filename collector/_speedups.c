@@ -1,0 +1,302 @@
+/* The collector's per-value path in C: the PROTO fast path of the gNMI decoder and the counter
+ * deltas of counter hygiene. Each function does exactly what its Python twin does
+ * (collector/gnmi_decode.py StreamDecoder._fast, collector/counters.py _deltas) on the inputs it
+ * takes, and hands anything else back untouched (-1 / None) for the Python code to do: a Python
+ * fallback always exists, and tests/unit/test_speedups.py checks the two agree on generated
+ * inputs. Built by hatch_build.py at install; without a compiler fabricmon runs the Python.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* One varint filling p[0:n] exactly, at most 64 bits wide. 0: not that (the caller falls back). */
+static int
+read_varint(const unsigned char *p, Py_ssize_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (n < 1 || n > 10) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char b = p[i];
+        int last = (b & 0x80) == 0;
+        if (last != (i == n - 1)) {
+            return 0; /* ends early (fields after it) or runs past the value */
+        }
+        if (i == 9 && b > 1) {
+            return 0; /* wider than 64 bits */
+        }
+        v |= (uint64_t)(b & 0x7F) << (7 * i);
+    }
+    *out = v;
+    return 1;
+}
+
+PyDoc_STRVAR(fast_values_doc,
+"fast_values(updates, slots, row) -> int\n\n"
+"Store the uint values of one Notification's ``updates`` (serialized gNMI Updates) into ``row``\n"
+"at ``slots[path bytes]``; the number stored. -1 when any update is not\n"
+"Update{path (< 128 bytes), val{uint_val}}, a path is not in ``slots`` or its slot is not an\n"
+"index of ``row``: the caller decodes that notification the careful way (values already stored\n"
+"are the ones it stores again).");
+
+static PyObject *
+fast_values(PyObject *self, PyObject *args)
+{
+    PyObject *updates, *slots, *row;
+    if (!PyArg_ParseTuple(args, "OO!O!:fast_values", &updates, &PyDict_Type, &slots, &PyList_Type, &row)) {
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(updates, "updates must be a sequence");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t width = PyList_GET_SIZE(row);
+    long stored = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *u = items[k];
+        if (!PyBytes_Check(u)) {
+            goto fallback;
+        }
+        const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(u);
+        Py_ssize_t n = PyBytes_GET_SIZE(u);
+        /* 0x0A len path | 0x1A len 0x18 varint: the layout the Python fast path accepts */
+        if (n < 2 || b[0] != 0x0A || b[1] >= 0x80) {
+            goto fallback;
+        }
+        Py_ssize_t j = (Py_ssize_t)b[1] + 2;
+        if (j + 2 >= n || b[j] != 0x1A || (Py_ssize_t)b[j + 1] != n - j - 2 || b[j + 2] != 0x18) {
+            goto fallback;
+        }
+        uint64_t value;
+        if (!read_varint(b + j + 3, n - j - 3, &value)) {
+            goto fallback;
+        }
+        PyObject *key = PyBytes_FromStringAndSize((const char *)b + 2, j - 2);
+        if (key == NULL) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        PyObject *slot = PyDict_GetItemWithError(slots, key); /* borrowed */
+        Py_DECREF(key);
+        if (slot == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+            goto fallback;
+        }
+        if (!PyLong_CheckExact(slot)) {
+            goto fallback; /* a leaf that is not a plain counter */
+        }
+        Py_ssize_t at = PyLong_AsSsize_t(slot);
+        if (at < 0 || at >= width) {
+            PyErr_Clear();
+            goto fallback;
+        }
+        PyObject *v = PyLong_FromUnsignedLongLong(value);
+        if (v == NULL) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        PyList_SetItem(row, at, v); /* steals v, drops the old item */
+        stored++;
+    }
+    Py_DECREF(seq);
+    return PyLong_FromLong(stored);
+fallback:
+    Py_DECREF(seq);
+    return PyLong_FromLong(-1);
+}
+
+/* v: None, or an exact int in [0, 2**64). 1 and *out set, 0 for None, -1 otherwise. */
+static int
+as_counter(PyObject *v, uint64_t *out)
+{
+    if (v == Py_None) {
+        return 0;
+    }
+    if (!PyLong_CheckExact(v)) {
+        return -1;
+    }
+    unsigned long long x = PyLong_AsUnsignedLongLong(v);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    *out = (uint64_t)x;
+    return 1;
+}
+
+static int
+as_time(PyObject *v, int64_t *out)
+{
+    if (!PyLong_CheckExact(v)) {
+        return 0;
+    }
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (x < 0) {
+        return 0; /* before the epoch: the Python's (differences cannot overflow here) */
+    }
+    *out = (int64_t)x;
+    return 1;
+}
+
+#define MAX_COUNTERS 64
+
+PyDoc_STRVAR(deltas_doc,
+"deltas(vals, times, values, t, wrap32, reset, names, carrier) -> tuple | None\n\n"
+"collector.counters._deltas on a port's baselines (``vals``, ``times``, moved in place) and a\n"
+"reading's ``values`` at ``t``: (deltas, carrier baseline time, decreased, counters, stale,\n"
+"steps). None, with nothing moved, when a value, baseline or time is not a plain counter or\n"
+"nanosecond int (the caller runs the Python).");
+
+static PyObject *
+deltas(PyObject *self, PyObject *args)
+{
+    PyObject *vals, *times, *values, *t_obj, *wrap32, *names;
+    int reset;
+    Py_ssize_t carrier;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOpO!n:deltas", &PyList_Type, &vals, &PyList_Type, &times, &PyTuple_Type,
+                          &values, &t_obj, &wrap32, &reset, &PyTuple_Type, &names, &carrier)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(values);
+    int64_t t;
+    if (!PyAnySet_Check(wrap32) || n > MAX_COUNTERS || PyTuple_GET_SIZE(names) < n || PyList_GET_SIZE(vals) < n || PyList_GET_SIZE(times) < n
+        || !as_time(t_obj, &t)) {
+        Py_RETURN_NONE;
+    }
+    /* check everything first: nothing is moved unless all of it is ours to do */
+    uint64_t nv[MAX_COUNTERS], bv[MAX_COUNTERS];
+    int64_t bt[MAX_COUNTERS];
+    int has_new[MAX_COUNTERS], has_before[MAX_COUNTERS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int r = as_counter(PyTuple_GET_ITEM(values, i), &nv[i]);
+        if (r < 0) {
+            Py_RETURN_NONE;
+        }
+        has_new[i] = r;
+        has_before[i] = 0;
+        if (!r) {
+            continue;
+        }
+        int rb = as_counter(PyList_GET_ITEM(vals, i), &bv[i]);
+        if (rb < 0) {
+            Py_RETURN_NONE;
+        }
+        has_before[i] = rb;
+        if (rb && !reset && !as_time(PyList_GET_ITEM(times, i), &bt[i])) {
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *out = PyDict_New();
+    if (out == NULL) {
+        return NULL;
+    }
+    long counters = 0, stale = 0, steps = 0;
+    int decreased = 0;
+    int64_t carrier_t0 = 0;
+    int has_carrier = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!has_new[i]) {
+            continue;
+        }
+        counters++;
+        PyObject *nv_obj = PyTuple_GET_ITEM(values, i);
+        if (!has_before[i] || reset) {
+            Py_INCREF(nv_obj);
+            PyList_SetItem(vals, i, nv_obj);
+            Py_INCREF(t_obj);
+            PyList_SetItem(times, i, t_obj);
+            continue;
+        }
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        if (t <= bt[i]) {
+            int wraps = 0;
+            if (nv[i] > bv[i]) {
+                wraps = PySet_Contains(wrap32, name);
+                if (wraps < 0) {
+                    goto error;
+                }
+            }
+            if (nv[i] > bv[i] && !wraps) {
+                /* moved on at an earlier time: the switch's clock stepped back; a new baseline */
+                Py_INCREF(nv_obj);
+                PyList_SetItem(vals, i, nv_obj);
+                Py_INCREF(t_obj);
+                PyList_SetItem(times, i, t_obj);
+                steps++;
+            } else {
+                stale++;
+            }
+            continue;
+        }
+        Py_INCREF(nv_obj);
+        PyList_SetItem(vals, i, nv_obj);
+        Py_INCREF(t_obj);
+        PyList_SetItem(times, i, t_obj);
+        uint64_t d;
+        if (nv[i] < bv[i]) {
+            int wraps = PySet_Contains(wrap32, name);
+            if (wraps < 0) {
+                goto error;
+            }
+            if (!wraps) {
+                decreased = 1;
+                continue;
+            }
+            d = (nv[i] - bv[i]) & 0xFFFFFFFFu; /* the 32-bit counter wrapped */
+        } else {
+            d = nv[i] - bv[i];
+        }
+        PyObject *entry = Py_BuildValue("(Kd)", (unsigned long long)d, (double)(t - bt[i]) / 1e9);
+        if (entry == NULL) {
+            goto error;
+        }
+        int failed = PyDict_SetItem(out, name, entry);
+        Py_DECREF(entry);
+        if (failed) {
+            goto error;
+        }
+        if (i == carrier) {
+            carrier_t0 = bt[i];
+            has_carrier = 1;
+        }
+    }
+    PyObject *t0 = has_carrier ? PyLong_FromLongLong(carrier_t0) : (Py_INCREF(Py_None), Py_None);
+    if (t0 == NULL) {
+        goto error;
+    }
+    return Py_BuildValue("(NNNlll)", out, t0, PyBool_FromLong(decreased), counters, stale, steps);
+error:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"fast_values", fast_values, METH_VARARGS, fast_values_doc},
+    {"deltas", deltas, METH_VARARGS, deltas_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "collector._speedups",
+    .m_doc = "The collector's per-value path in C (see _speedups.c).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModule_Create(&module);
+}

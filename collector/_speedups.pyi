@@ -1,0 +1,15 @@
+from collections.abc import Sequence
+from typing import Any
+
+def fast_values(updates: Sequence[bytes], slots: dict[bytes, Any], row: list[Any], /) -> int: ...
+def deltas(
+    vals: list[Any],
+    times: list[int],
+    values: tuple[int | None, ...],
+    t: int,
+    wrap32: frozenset[str],
+    reset: bool,
+    names: tuple[str, ...],
+    carrier: int,
+    /,
+) -> tuple[dict[str, tuple[int, float]], int | None, bool, int, int, int] | None: ...
