@@ -27,17 +27,22 @@ def compile_speedups(root: Path) -> Path | None:
     out = src.with_name("_speedups" + str(sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
     if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
         return out
+    out.unlink(missing_ok=True)  # a failed build must not leave an older module to be imported
     cc = shlex.split(os.environ.get("CC") or str(sysconfig.get_config_var("CC") or "cc"))
     include = sysconfig.get_paths()["include"]
-    cmd = [*cc, "-O2", "-shared", "-fPIC", "-Wall", f"-I{include}", str(src), "-o", str(out)]
+    part = out.with_name(out.name + ".part")  # in place only once whole: a killed build leaves no module
+    cmd = [*cc, "-O2", "-shared", "-fPIC", "-Wall", f"-I{include}", str(src), "-o", str(part)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
+        part.unlink(missing_ok=True)
         print(f"fabricmon: C speedups not built ({e}); running the Python path", file=sys.stderr)
         return None
     if done.returncode != 0:
+        part.unlink(missing_ok=True)
         print(f"fabricmon: C speedups not built: {' '.join(cmd)}\n{done.stderr}", file=sys.stderr)
         return None
+    os.replace(part, out)
     return out
 
 

@@ -263,8 +263,8 @@ async def bound_idle(conn: Connection, idle_timeout_s: float | None) -> None:
 async def firing_details(conn: Connection) -> list[dict[str, Any]]:
     """The ``details`` of every firing alert: what :func:`analyzer.incidents.correlate` continues
     incidents by (:func:`~analyzer.incidents.ongoing_storms`, :func:`~analyzer.incidents.held_links`)."""
-    rows = await conn.fetch("SELECT * FROM alerts WHERE state = 'firing'")
-    return [a.details for a in map(AlertRow.from_record, rows)]
+    rows = await conn.fetch("SELECT details FROM alerts WHERE state = 'firing'")
+    return [_details(r["details"]) for r in rows]
 
 
 async def firing_storms(conn: Connection) -> dict[str, frozenset[str]]:

@@ -32,15 +32,15 @@ place (``key``)        root findings                               symptoms it c
 =====================  ==========================================  ============================
 
 A link incident whose link ends on a switch that has a switch incident joins that incident
-(a rebooting spine's links); while a switch incident fires, outages and flaps of the links it held
-stay its own (its last links back up, seen late from one end), remembered in its alert like a
-firing PFC storm's ports. A symptom that several incidents could explain goes to one: the
-incident at its own place first, then a switch incident, a link, a miswire, a capacity
-incident; ties by key. Roots never merge through a shared symptom, so two faults on one rail
-stay two incidents. Silence of switches whose collector is still starting or catching up is not
-judged at all. Severity and action are decided per incident by :mod:`analyzer.actions`;
-:func:`hold_unconfirmed` keeps incidents of symptoms only pending until their root had time to
-show.
+(a rebooting spine's links); while a switch incident fires, several links it held, gathered
+again, are its own whichever end names them (its last links back up, seen late from one end),
+remembered in its alert like a firing PFC storm's ports; a single link is never taken so.
+A symptom that several incidents could explain goes to one: the incident at its own place
+first, then a switch incident, a link, a miswire, a capacity incident; ties by key. Roots
+never merge through a shared symptom, so two faults on one rail stay two incidents. Silence
+of switches whose collector is still starting or catching up is not judged at all. Severity
+and action are decided per incident by :mod:`analyzer.actions`; :func:`hold_unconfirmed` keeps
+incidents of symptoms only pending until their root had time to show.
 """
 
 from __future__ import annotations
@@ -273,8 +273,8 @@ def correlate(
     ``storms``: the incidents with PFC storms still firing, incident key -> the ports their pause
     trees hold (:func:`ongoing_storms`); a storm finding whose origin one of them pauses is that
     storm, wherever its origin is named this round. ``held``: the firing switch incidents, key ->
-    the links they hold (:func:`held_links`); an outage or flap of one of those links is still that
-    switch's while it fires, even in a round whose findings alone would not name the switch (a
+    the links they hold (:func:`held_links`); ``switch_links`` or more links gathered into a
+    switch go to the firing one that holds them all, whichever end this round would name (a
     rebooted spine's last links back up, seen late from one superspine). Severity and action are
     not set here: :func:`analyzer.actions.decide` does that for each."""
     observation = observation or Observation()
@@ -292,12 +292,12 @@ def correlate(
     derived: list[Finding] = []
     for f in rest:
         if f.rule in LINK_RULES:
-            _add_link(f, fabric, switch_groups, link_groups, storms, held)
+            _add_link(f, fabric, switch_groups, link_groups, storms)
         elif f.rule == "miswire":
             miswires.append(f)
         else:
             derived.append(f)
-    _gather_links(link_groups, switch_groups, fabric, switch_links)
+    _gather_links(link_groups, switch_groups, fabric, switch_links, held)
     _merge_victims(switch_groups)
     groups += [switch_groups[k] for k in sorted(switch_groups)]
     groups += [link_groups[k] for k in sorted(link_groups)]
@@ -515,7 +515,6 @@ def _add_link(
     switches: dict[str, _Group],
     links: dict[str, _Group],
     storms: Mapping[str, frozenset[str]],
-    held: Mapping[str, frozenset[str]],
 ) -> None:
     end = _link_ports(f, fabric)
     if end is None:
@@ -529,16 +528,6 @@ def _add_link(
             g.findings.append(f)
             g.links.add(end)
             return
-    if f.rule in ("link_outage", "link_flapping"):
-        named = f"{end[0]}:{end[1]}"
-        for key in sorted(k for k, held_here in held.items() if named in held_here):
-            name = key.split(":", 1)[1]  # a link of a switch incident still firing: still its
-            g = switches.setdefault(
-                key, _Group(key, "switch", [], {name}, _neighbours(fabric, name), _rails(fabric, [name]))
-            )
-            g.findings.append(f)
-            g.links.add(end)
-            return
     key = _storm_key(f, f"link:{end[0]}:{end[1]}", storms)
     g = links.get(key)
     if g is None:
@@ -548,9 +537,18 @@ def _add_link(
     g.findings.append(f)
 
 
-def _gather_links(links: dict[str, _Group], switches: dict[str, _Group], fabric: Fabric, needed: int) -> None:
+def _gather_links(
+    links: dict[str, _Group],
+    switches: dict[str, _Group],
+    fabric: Fabric,
+    needed: int,
+    held: Mapping[str, frozenset[str]],
+) -> None:
     """Many links of one switch down or flapping at once are that switch's fault, even before the
-    flap correlation or the staleness check names it (a rebooting spine's first round)."""
+    flap correlation or the staleness check names it (a rebooting spine's first round). Links a
+    firing switch incident holds every one of (``held``) are that incident's, whichever of their
+    ends this round's share would name (a rebooted spine's last links, seen late from one
+    superspine). A link alone is never gathered: its own incident decides its own action."""
     by_switch: dict[str, list[str]] = {}
     for key, g in links.items():
         if g.kind != "link" or not any(f.rule in ("link_outage", "link_flapping") for f in g.findings):
@@ -570,7 +568,10 @@ def _gather_links(links: dict[str, _Group], switches: dict[str, _Group], fabric:
         keys = [k for k in keys if k in links]
         if len(keys) < needed:
             continue
-        key = f"switch:{name}"
+        named = {k.split(":", 1)[1] for k in keys}  # "link:SW:PORT" -> "SW:PORT"
+        holders = sorted(k for k, held_here in held.items() if named <= held_here)
+        key = holders[0] if holders else f"switch:{name}"
+        name = key.split(":", 1)[1]
         if key not in switches:
             switches[key] = _Group(key, "switch", [], {name}, _neighbours(fabric, name), _rails(fabric, [name]))
         group = switches[key]

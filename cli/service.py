@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import signal
 import sys
@@ -53,6 +54,8 @@ def stop_on_signals(stop: asyncio.Event) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR2, dump_tasks)
+    # and every thread's Python stack at once, even when the loop itself is stuck
+    faulthandler.register(signal.SIGUSR2, all_threads=True, chain=True)
 
 
 def dump_tasks() -> None:

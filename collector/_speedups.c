@@ -53,7 +53,6 @@ fast_values(PyObject *self, PyObject *args)
     }
     Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
-    Py_ssize_t width = PyList_GET_SIZE(row);
     long stored = 0;
     for (Py_ssize_t k = 0; k < count; k++) {
         PyObject *u = items[k];
@@ -92,7 +91,7 @@ fast_values(PyObject *self, PyObject *args)
             goto fallback; /* a leaf that is not a plain counter */
         }
         Py_ssize_t at = PyLong_AsSsize_t(slot);
-        if (at < 0 || at >= width) {
+        if (at < 0 || at >= PyList_GET_SIZE(row)) { /* re-read: dropping an item can run Python */
             PyErr_Clear();
             goto fallback;
         }

@@ -291,8 +291,16 @@ class StreamDecoder:
         try:
             for u in updates:
                 # Update{path (short), val{uint_val}} and nothing else: split it here.
+                # Each value's last byte ends a varint: with the count check below, each is one varint.
                 j = u[1] + 2
-                if u[0] == 0x0A and j < 0x82 and u[j] == 0x1A and u[j + 1] == len(u) - j - 2 and u[j + 2] == 0x18:
+                if (
+                    u[0] == 0x0A
+                    and j < 0x82
+                    and u[j] == 0x1A
+                    and u[j + 1] == len(u) - j - 2
+                    and u[j + 2] == 0x18
+                    and u[-1] < 0x80
+                ):
                     keys.append(u[2:j])
                     parts.append(u[j + 3 :])
                 else:
@@ -301,7 +309,10 @@ class StreamDecoder:
             keys, slow = [], list(updates)
         if keys:
             raw = b"".join(parts)
-            values = Varints.FromString(b"\x0a" + varint(len(raw)) + raw).v
+            try:
+                values = Varints.FromString(b"\x0a" + varint(len(raw)) + raw).v
+            except DecodeError:  # a varint too wide: decode them properly (that one is malformed)
+                values = ()
             if len(values) != len(keys):  # a value had fields after its varint: decode them properly
                 keys, slow = [], list(updates)
             else:

@@ -520,6 +520,21 @@ def test_a_rebooted_spines_last_links_seen_late_from_one_superspine_stay_the_spi
     assert other.key == "link:lf-g1-r3:swp65"
 
 
+def test_one_link_of_a_firing_switch_incident_is_its_own_incident_with_its_own_action() -> None:
+    # A leaf rebooted (every link of it held by its firing incident); later one server cable
+    # flaps: that host is drained, as without the memory, not folded into the leaf's observe.
+    links = [p for p in FABRIC.ports("lf-g1-r1") if p.peer is not None]
+    leaf = one([stale("lf-g1-r1"), *(outage(*e) for p in links if (e := link_end(FABRIC, "lf-g1-r1", p.name)))])
+    held = held_links([memory_details(leaf)])
+    assert "lf-g1-r1:swp2" in held["switch:lf-g1-r1"]
+    (flap,) = decide_all(correlate([flapping("lf-g1-r1", "swp2")], FABRIC, held=held), FABRIC)
+    assert flap.key == "link:lf-g1-r1:swp2" and (flap.action, flap.action_hosts) == ("drain", ("srv-g1-002",))
+    (short,) = decide_all(
+        correlate([outage("lf-g1-r1", "swp2", down_for=2.0, critical=False)], FABRIC, held=held), FABRIC
+    )
+    assert short.key == "link:lf-g1-r1:swp2" and short.pending
+
+
 def test_only_firing_switch_incidents_stored_with_their_links_are_held() -> None:
     links = ["lf-g1-r4:swp65"]
     assert held_links([

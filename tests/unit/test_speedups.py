@@ -143,6 +143,38 @@ def test_the_c_hands_back_a_slot_that_is_not_an_index() -> None:
     assert row[at] is None
 
 
+def _raw_note(*raw_updates: bytes, ts: int = TS) -> bytes:
+    """A SubscribeResponse around ``raw_updates`` (serialized Updates) under the IF prefix."""
+    prefix: bytes = path(IF, "lf-g1-r1").SerializeToString()
+    body = b"\x08" + varint(ts) + b"\x12" + varint(len(prefix)) + prefix
+    body += b"".join(b"\x22" + varint(len(u)) + u for u in raw_updates)
+    return b"\x0a" + varint(len(body)) + body
+
+
+OUT_OCTETS = path("state/counters/out-octets").SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("bad", "out_octets", "invalid"),
+    [
+        (b"\x18\x85", 2, {"malformed": 1}),  # a varint cut short: malformed, the value before kept
+        (b"\x18\x85\x01\x07", 2, {"malformed": 1}),  # two varints in one value
+        (b"\x18" + b"\xff" * 9 + b"\x7f", 2**64 - 1, {}),  # wider than 64 bits: protobuf keeps the low 64
+    ],
+)
+def test_a_bad_value_after_good_ones_reads_the_same_with_or_without_the_c(
+    bad: bytes, out_octets: int, invalid: dict[str, int]
+) -> None:
+    # the first notification opens the port's row; the second, at the same time, adds to it
+    first = note(IF, update("state/counters/in-octets", uint_val=1), update("state/counters/out-octets", uint_val=2))
+    second = _raw_note(_raw_update(IN_OCTETS, b"\x18\x09"), _raw_update(OUT_OCTETS, bad))
+    with pytest.MonkeyPatch.context() as mp:
+        with_c, without = decoded([first, first, second], True, mp), decoded([first, first, second], False, mp)
+    assert with_c == without
+    (row,), _, _, seen = without
+    assert (row["in_octets"], row["out_octets"], seen) == (9, out_octets, invalid)
+
+
 def test_a_decoder_takes_the_c_path_once_its_paths_are_cached() -> None:
     assert C_FAST is not None
     answers: list[int] = []
