@@ -51,6 +51,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from fabric.waits import wait_event
 from store.db import Connection, Pool
 
 log = logging.getLogger(__name__)
@@ -218,8 +219,7 @@ class LeaderElection:
                     log.exception("leader election: unexpected failure")
                     await self._discard()
                     self._lose("unexpected failure of the election (logged above)")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._closing.wait(), self.timing.retry_s)
+                await wait_event(self._closing, self.timing.retry_s)
         finally:
             await self._release()
 

@@ -33,7 +33,6 @@ is lost, and a receiver may see a delivery id twice: receivers dedupe on
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -46,6 +45,7 @@ import aiohttp
 from analyzer.config import WebhookConfig
 from analyzer.outbox import unique_webhooks, webhook_key
 from analyzer.payloads import delivery_headers, redact_url
+from fabric.waits import wait_event
 from store.db import UNAVAILABLE_ERRORS, Pool, PostgresError
 
 log = logging.getLogger(__name__)
@@ -179,8 +179,7 @@ class WebhookSender:
                 await self._wait(rx, self._poll_s)
 
     async def _wait(self, rx: _Receiver, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(rx.wake.wait(), seconds)
+        await wait_event(rx.wake, seconds)
 
     async def _claim(self, rx: _Receiver) -> list[_Claimed]:
         rows = await self._pool.fetch(

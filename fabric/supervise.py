@@ -12,11 +12,12 @@ logged once. :class:`TaskHealth` is what /metrics reads (``fabricmon_task_health
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+from fabric.waits import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +75,7 @@ async def supervise(
         if wake is None:
             await asyncio.sleep(interval_s)
         else:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), interval_s)
+            await wait_event(wake, interval_s)  # (not wait_for: on 3.11 it can swallow our cancel)
             wake.clear()
         try:
             await step()

@@ -31,7 +31,6 @@ command.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
@@ -39,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from fabric.waits import wait_event
 from schedulers import outbox
 from schedulers.config import SlurmConfig
 from schedulers.node_map import NodeMap, node_map
@@ -123,8 +123,7 @@ class SlurmExecutor:
         keep the row pending and the next executor would find the work done and record nothing."""
         self._closing = True
         self._wake.set()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), self.lease_s if grace_s is None else grace_s)
+        await wait_event(self._idle, self.lease_s if grace_s is None else grace_s)
 
     async def run(self) -> None:
         """Execute actions until cancelled (or, after :meth:`close`, until the one in flight is done)."""
@@ -152,8 +151,7 @@ class SlurmExecutor:
         self._wake.clear()
         if self._closing:  # closed while it stepped: no wait
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), wait)
+        await wait_event(self._wake, wait)
 
     async def step(self) -> bool:
         """Run the head action if it is due; whether the queue moved."""
