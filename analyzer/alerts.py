@@ -44,9 +44,9 @@ from typing import Any, Literal
 from analyzer.actions import ACTION_ORDER, Action, Held, affected_jobs, merge_decision, stronger, worse
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.findings import SEVERITY_ORDER
-from analyzer.incidents import Incident, memory_details, ongoing_storms
+from analyzer.incidents import Incident, memory_details
 from analyzer.outbox import enqueue
-from analyzer.payloads import AlertRow, Event, alertmanager_labels, jsonable
+from analyzer.payloads import AlertRow, Event, alertmanager_labels, json_object, jsonable
 from fabric.errors import FabricmonError
 from schedulers import outbox as scheduler_outbox
 from schedulers.outbox import Policy
@@ -264,13 +264,7 @@ async def firing_details(conn: Connection) -> list[dict[str, Any]]:
     """The ``details`` of every firing alert: what :func:`analyzer.incidents.correlate` continues
     incidents by (:func:`~analyzer.incidents.ongoing_storms`, :func:`~analyzer.incidents.held_links`)."""
     rows = await conn.fetch("SELECT details FROM alerts WHERE state = 'firing'")
-    return [_details(r["details"]) for r in rows]
-
-
-async def firing_storms(conn: Connection) -> dict[str, frozenset[str]]:
-    """The firing incidents holding PFC storms, whatever their root now: incident key -> the ports
-    their pause trees hold (what :func:`analyzer.incidents.correlate` continues a storm by)."""
-    return ongoing_storms(await firing_details(conn))
+    return [json_object(r["details"]) for r in rows]
 
 
 def _fields(inc: Incident, stored: Any = None) -> dict[str, Any]:
@@ -284,7 +278,7 @@ def _fields(inc: Incident, stored: Any = None) -> dict[str, Any]:
                 **inc.root.details,
                 "reason": inc.reason,
                 "efficiency_loss": inc.efficiency_loss,
-                **memory_details(inc, _details(stored)),
+                **memory_details(inc, json_object(stored)),
             }
         ),
         "root_cause": _json(inc.root_cause),
@@ -426,12 +420,6 @@ def _root_unseen(rec: Record, unobserved: frozenset[str]) -> bool:
     root = rec["root_cause"]
     switch = (json.loads(root) if isinstance(root, str | bytes) else dict(root or {})).get("switch")
     return isinstance(switch, str) and switch in unobserved
-
-
-def _details(value: Any) -> dict[str, Any]:
-    if isinstance(value, str | bytes):
-        value = json.loads(value)
-    return dict(value) if isinstance(value, dict) else {}
 
 
 def _loaded(value: Any) -> list[dict[str, Any]]:

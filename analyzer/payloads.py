@@ -100,20 +100,20 @@ class AlertRow:
             severity=rec["severity"],
             state=rec["state"],
             summary=rec["summary"],
-            scope=_json_object(rec["scope"]),
-            details=_json_object(rec["details"]),
+            scope=json_object(rec["scope"]),
+            details=json_object(rec["details"]),
             started_at=rec["started_at"],
             ended_at=rec["ended_at"],
             last_seen_at=rec["last_seen_at"],
             acked_at=rec["acked_at"],
             acked_by=rec["acked_by"],
             recommended_action=rec["recommended_action"],
-            root_cause=_json_object(_get(rec, "root_cause", {})),
+            root_cause=json_object(_get(rec, "root_cause", {})),
             symptoms=_json_list(_get(rec, "symptoms", [])),
             needs_review=bool(_get(rec, "needs_review", False)),
             action_hosts=tuple(_get(rec, "action_hosts", None) or ()),
             reason=_get(rec, "reason", None),
-            labels={str(k): str(v) for k, v in _json_object(labels).items()}
+            labels={str(k): str(v) for k, v in json_object(labels).items()}
             if (labels := _get(rec, "labels", None)) is not None
             else None,
         )
@@ -390,7 +390,8 @@ def _json_list(value: Any) -> list[dict[str, Any]]:
     return [dict(v) for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 
-def _json_object(value: Any) -> dict[str, Any]:
+def json_object(value: Any) -> dict[str, Any]:
+    """A JSON object column as a dict (asyncpg hands jsonb over as text; anything else: {})."""
     if isinstance(value, str | bytes):
         value = json.loads(value)
     return dict(value) if isinstance(value, Mapping) else {}

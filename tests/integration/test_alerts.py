@@ -16,7 +16,6 @@ from analyzer.alerts import (
     SyncResult,
     ack_alert,
     firing_details,
-    firing_storms,
     get_alert,
     incident_timeline,
     list_alerts,
@@ -24,7 +23,7 @@ from analyzer.alerts import (
 )
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.findings import Finding, blast_radius
-from analyzer.incidents import Incident, correlate, held_links
+from analyzer.incidents import Incident, correlate, held_links, ongoing_storms
 from analyzer.links import link_end, links_scope
 from analyzer.outbox import webhook_key
 from fabric.model import FabricParams
@@ -188,7 +187,7 @@ async def test_a_storm_whose_origin_moves_stays_one_alert_across_a_restart(pool:
     pool2 = await create_pool(fresh_db)
     try:
         async with pool2.acquire() as conn:
-            storms = await firing_storms(conn)
+            storms = ongoing_storms(await firing_details(conn))
         (first,) = incidents([leaf])
         assert storms == {first.key: frozenset(leaf.details["affected_ports"])}
         tail = storm("sp-r2-1", "swp33", ["ssp-1:swp2"])
