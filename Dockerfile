@@ -16,18 +16,20 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
 WORKDIR /src
 # .dockerignore keeps tests, docs, deploy/ (and its secrets), .git and the venv out of the context.
-# gcc for collector/_speedups.c (hatch_build.py); the runtime stage gets only the built module.
+# gcc for collector/_speedups.c and store/_copy_binary.c (hatch_build.py); the runtime stage gets
+# only the built modules.
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
 COPY . .
 # A venv without pip of its own, filled by the base image's pip: the runtime stage copies just it.
 # The last two steps fail the build if the wheel lost its migrations (pyproject's force-include)
-# or its C speedups.
+# or its C extensions.
 RUN pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv --without-pip /opt/fabricmon \
  && pip --python /opt/fabricmon/bin/python install /wheels/fabricmon-*.whl \
  && /opt/fabricmon/bin/python -c "from store.migrate import discover; discover() or exit('no migrations in the wheel')" \
- && /opt/fabricmon/bin/python -c "from collector import speedups as s; s.fast_values or exit(s.unavailable)"
+ && /opt/fabricmon/bin/python -c "from collector import speedups as s; s.fast_values or exit(s.unavailable)" \
+ && /opt/fabricmon/bin/python -c "from store import copy_binary as c; c.unavailable and exit(c.unavailable)"
 
 FROM ${PYTHON_IMAGE} AS runtime
 ENV PATH=/opt/fabricmon/bin:$PATH \

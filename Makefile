@@ -14,7 +14,7 @@ setup: $(STAMP) system
 system:
 	@bash scripts/setup-system.sh
 
-$(STAMP): pyproject.toml hatch_build.py collector/_speedups.c
+$(STAMP): pyproject.toml hatch_build.py collector/_speedups.c store/_copy_binary.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)

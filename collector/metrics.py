@@ -112,7 +112,14 @@ class CollectorMetrics(Collector):
         write_errors = CounterMetricFamily(
             "fabricmon_spool_write_errors", "batches the spool's disk refused (full, read-only)", labels=["table"]
         )
+        batches = CounterMetricFamily(
+            "fabricmon_writer_copy_batches",
+            "write attempts by encoder: binary (fabricmon's C), asyncpg (no C built, or a batch the C handed back)",
+            labels=["table", "encoder"],
+        )
         for w in self.pipeline.writers:
+            batches.add_metric([w.table, "binary"], w.stats.binary_batches)
+            batches.add_metric([w.table, "asyncpg"], w.stats.batches - w.stats.binary_batches)
             rows.add_metric([w.table, "written"], w.stats.rows_written)
             rows.add_metric([w.table, "duplicate"], w.stats.rows_duplicate)
             rows.add_metric([w.table, "rejected"], w.stats.rows_rejected)
@@ -135,7 +142,7 @@ class CollectorMetrics(Collector):
                 quarantined.add_metric([w.table], s.batches_quarantined)
                 write_errors.add_metric([w.table], s.write_errors)
         yield from (rows, errors, deferring, pending, spool_rows, spool_bytes, spool_pending, watermark)
-        yield from (quarantined, write_errors)
+        yield from (quarantined, write_errors, batches)
 
     def _tasks(self) -> Iterator[Metric]:
         healthy = GaugeMetricFamily(

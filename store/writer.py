@@ -42,6 +42,7 @@ import asyncpg
 
 from fabric.supervise import TaskHealth, backoff_s, supervise
 from store.config import WriterConfig
+from store.copy_binary import column_kinds, encode
 from store.db import StoreUnavailable
 from store.shard_leases import Fence, Fenced
 from store.spool import Spool
@@ -80,6 +81,8 @@ class WriterStats:
     rows_duplicate: int = 0
     rows_rejected: int = 0
     batches: int = 0
+    #: Batches sent as a binary COPY stream encoded in C (store/copy_binary.py); the rest asyncpg encoded.
+    binary_batches: int = 0
     conflict_batches: int = 0
     flush_seconds: float = 0.0
     last_error: str | None = None
@@ -134,6 +137,8 @@ class BatchWriter:
         #: The spool batch at the head that failed, and how often in a row (see _refused_for_good).
         self._head_failures: tuple[str, int] = ("", 0)
         self._conflict_sql: dict[tuple[str, ...], str] = {}
+        #: Per column set, the kinds store/copy_binary.py encodes them as (None: asyncpg encodes).
+        self._kinds: dict[tuple[str, ...], str | None] = {}
         self._stage = f"_fm_stage_{table}"
         self._stage_sql = (
             f'CREATE TEMP TABLE IF NOT EXISTS "{self._stage}" (LIKE "{table}" INCLUDING DEFAULTS) ON COMMIT DELETE ROWS'
@@ -454,17 +459,28 @@ class BatchWriter:
         if not dropped:
             log.warning("%s: %s; its rows are not written (dropped, counted)", self.table, exc)
 
-    async def _copy(self, conn: asyncpg.Connection, batch: Sequence[Row], columns: tuple[str, ...]) -> int:
+    async def _copy(
+        self, conn: asyncpg.Connection, batch: Sequence[Row], columns: tuple[str, ...], *, binary: bool = True
+    ) -> int:
+        payload: bytes | None = None
         try:
+            if binary:
+                payload = await self._encoded(conn, batch, columns)
             if self.fence is None:
-                await conn.copy_records_to_table(self.table, records=batch, columns=columns)
+                await self._copy_in(conn, batch, columns, payload)
             else:  # the check last: the lease row is locked only from it to the commit
                 async with conn.transaction():
-                    await conn.copy_records_to_table(self.table, records=batch, columns=columns)
+                    await self._copy_in(conn, batch, columns, payload)
                     await self.fence.check(conn)
         except Fenced:
             raise
         except Exception as exc:
+            if payload is not None:
+                # The binary stream was refused (a column's type changed under the writer, say):
+                # the types are read again for the next batch, and asyncpg encodes this one.
+                self._kinds.clear()
+                log.info("%s: the binary COPY was refused (%s); asyncpg encodes the batch", self.table, exc)
+                return await self._copy(conn, batch, columns, binary=False)
             error_class = classify(exc)
             if error_class.keep:
                 raise self._defer(exc, error_class) from exc
@@ -474,6 +490,23 @@ class BatchWriter:
         self.stats.rows_written += len(batch)
         self._committed(batch, columns)
         return len(batch)
+
+    async def _encoded(self, conn: asyncpg.Connection, batch: Sequence[Row], columns: tuple[str, ...]) -> bytes | None:
+        """The batch as a binary COPY stream encoded in C (store/copy_binary.py), or None: asyncpg
+        encodes it (the C is not built, a column type or a value it does not take)."""
+        if columns not in self._kinds:
+            self._kinds[columns] = await column_kinds(conn, self.table, columns)
+        kinds = self._kinds[columns]
+        return None if kinds is None else encode(batch, kinds)  # type: ignore[arg-type]
+
+    async def _copy_in(
+        self, conn: asyncpg.Connection, batch: Sequence[Row], columns: tuple[str, ...], payload: bytes | None
+    ) -> None:
+        if payload is None:
+            await conn.copy_records_to_table(self.table, records=batch, columns=columns)
+        else:  # a memoryview: asyncpg would take bytes for a file name
+            await conn.copy_to_table(self.table, source=memoryview(payload), columns=columns, format="binary")
+            self.stats.binary_batches += 1
 
     async def _write_safely(self, conn: asyncpg.Connection, batch: Sequence[Row], columns: tuple[str, ...]) -> int:
         """Conflict-safe write; bisects to isolate the rows the database or encoder refuses."""

@@ -1,0 +1,82 @@
+"""Batches as PostgreSQL's binary COPY stream, encoded in C when the C is built (store/_copy_binary.c).
+
+asyncpg's ``copy_records_to_table`` runs each value through its codecs: ~6 µs of CPU per
+``port_counters`` row, ~3 µs per ``pfc_counters`` row on this machine, the collector's largest
+single cost after decoding and hygiene. :func:`encode` builds a whole batch's stream in one C pass
+(~1 µs and ~0.3 µs), for the column types the writers' tables use. It hands a batch back (None)
+when the C is not built, a column is of another type, or any value is not what asyncpg would send
+unchanged (a naive datetime, an int out of its column's range, a float beyond float4): the writer
+then lets asyncpg encode that batch, with its own errors. PostgreSQL stores the same rows either
+way (tests/integration/test_copy_binary.py).
+
+The column kinds come from the database's catalog (:func:`column_kinds`), never from a copy of the
+schema kept here: a migration that changes a column's type changes what is sent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import asyncpg
+
+#: PostgreSQL type name -> the kind letter store/_copy_binary.c encodes.
+KINDS = {
+    "timestamptz": "T",
+    "text": "s",
+    "int2": "h",
+    "int4": "i",
+    "int8": "q",
+    "float4": "f",
+    "float8": "d",
+    "bool": "?",
+}
+
+Encode = Callable[[Sequence[tuple[Any, ...]], str], bytes | None]
+
+_encode: Encode | None = None
+#: Why the C is not in use ("" when it is).
+unavailable = ""
+if os.environ.get("FABRICMON_PURE_PYTHON", "") not in ("", "0"):
+    unavailable = "FABRICMON_PURE_PYTHON is set"
+else:
+    try:
+        from store import _copy_binary
+    except ImportError as e:  # not built: no compiler at install
+        unavailable = f"not built ({e})"
+    else:
+        _encode = _copy_binary.encode
+
+_COLUMN_TYPES = """
+SELECT a.attname, t.typname
+  FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+ WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
+"""
+
+
+def kinds_of(types: dict[str, str], columns: Sequence[str]) -> str | None:
+    """The kind string for ``columns`` given each column's type name; None when one is not encoded here."""
+    out = []
+    for c in columns:
+        kind = KINDS.get(types.get(c, ""))
+        if kind is None:
+            return None
+        out.append(kind)
+    return "".join(out)
+
+
+async def column_kinds(conn: asyncpg.Connection, table: str, columns: Sequence[str]) -> str | None:
+    """The kinds of ``table``'s ``columns`` as the database has them; None: not encodable here."""
+    if _encode is None:
+        return None
+    types = {r["attname"]: r["typname"] for r in await conn.fetch(_COLUMN_TYPES, table)}
+    return kinds_of(types, columns)
+
+
+def encode(rows: Sequence[tuple[Any, ...]], kinds: str) -> bytes | None:
+    """The binary COPY stream of ``rows`` (header, tuples, trailer), or None: encode them another way."""
+    return None if _encode is None else _encode(rows, kinds)
+
+
+__all__ = ["KINDS", "column_kinds", "encode", "kinds_of", "unavailable"]
