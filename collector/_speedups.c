@@ -1,12 +1,14 @@
-/* The collector's per-value path in C: the PROTO fast path of the gNMI decoder and the counter
- * deltas of counter hygiene. Each function does exactly what its Python twin does
- * (collector/gnmi_decode.py StreamDecoder._fast, collector/counters.py _deltas) on the inputs it
- * takes, and hands anything else back untouched (-1 / None) for the Python code to do: a Python
+/* The collector's per-value path in C: the PROTO fast path of the gNMI decoder, and the counter
+ * deltas and the port_counters row of counter hygiene. Each function does exactly what its Python
+ * twin does (collector/gnmi_decode.py StreamDecoder._fast, collector/counters.py _deltas, and
+ * CounterTracker._rates with _sample) on the inputs it takes, and hands anything else back
+ * untouched (-1 / None) for the Python code to do: a Python
  * fallback always exists, and tests/unit/test_speedups.py checks the two agree on generated
  * inputs. Built by hatch_build.py at install; without a compiler fabricmon runs the Python.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 
 /* One varint filling p[0:n] exactly, at most 64 bits wide. 0: not that (the caller falls back). */
@@ -280,9 +282,187 @@ error:
     return NULL;
 }
 
+/* One rate: a delta (d, dt) from the deltas dict as d * scale / dt. 1 found, 0 absent, -1 not that shape. */
+static int
+rate_of(PyObject *deltas, PyObject *name, double scale, double *out, double *dt_out)
+{
+    PyObject *x = PyDict_GetItemWithError(deltas, name);
+    if (x == NULL) {
+        return PyErr_Occurred() ? -2 : 0;
+    }
+    if (!PyTuple_CheckExact(x) || PyTuple_GET_SIZE(x) != 2 || !PyLong_CheckExact(PyTuple_GET_ITEM(x, 0))
+        || !PyFloat_CheckExact(PyTuple_GET_ITEM(x, 1))) {
+        return -1;
+    }
+    double dt = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(x, 1));
+    double d = PyLong_AsDouble(PyTuple_GET_ITEM(x, 0));
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (dt == 0.0 || !isfinite(d * scale)) {
+        return -1; /* Python raises, or rounds the product differently: its path says so */
+    }
+    *out = d * scale / dt;
+    *dt_out = dt;
+    return 1;
+}
+
+#define ROW_HEAD 5
+#define ROW_RATES 10 /* interval_s, in/out bps, in/out pps, five per-second rates */
+/* rate_names: in_octets, its three packet counters, out_octets, its three, then the five per-second */
+#define RATE_NAMES 13
+
+PyDoc_STRVAR(port_row_doc,
+"port_row(cls, time, switch, port, oper, speed, values, deltas, line_bps, reset, names, rate_names)\n"
+"  -> (row, absurd) | None\n\n"
+"CounterTracker._rates and _sample in one call: the port_counters row (a ``cls``, the PortSample\n"
+"tuple type) of a reading's head, its counters ``values`` (as bigints) and the rates of\n"
+"``deltas`` (name -> (delta, seconds); None: no rates), a rate above what a ``line_bps`` port\n"
+"carries dropped and counted in ``absurd``. None when an input is not of the shape the Python\n"
+"takes without question: the caller runs the Python.");
+
+static PyObject *
+port_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "port_row takes 12 arguments");
+        return NULL;
+    }
+    PyObject *cls = args[0], *values = args[6], *deltas = args[7], *line_obj = args[8], *reset = args[9];
+    PyObject *names = args[10], *rate_names = args[11];
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type) || !PyTuple_CheckExact(values)
+        || !PyTuple_CheckExact(names) || !PyTuple_CheckExact(rate_names) || PyTuple_GET_SIZE(rate_names) != RATE_NAMES
+        || !PyFloat_CheckExact(line_obj) || !PyBool_Check(reset) || (deltas != Py_None && !PyDict_CheckExact(deltas))) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(values);
+    if (PyTuple_GET_SIZE(names) < n) {
+        Py_RETURN_NONE;
+    }
+    double rates[ROW_RATES];
+    int has[ROW_RATES] = {0};
+    long absurd = 0;
+    if (deltas != Py_None && PyDict_GET_SIZE(deltas) > 0) {
+        double max_bps = PyFloat_AS_DOUBLE(line_obj) * 1.5; /* ABSURD_FACTOR */
+        double max_pps = max_bps / 672.0;                   /* MIN_FRAME_BITS */
+        double dt;
+        for (int dir = 0; dir < 2; dir++) {
+            double bps;
+            int r = rate_of(deltas, PyTuple_GET_ITEM(rate_names, 4 * dir), 8.0, &bps, &dt);
+            if (r < 0) {
+                goto hand_back;
+            }
+            if (r) {
+                if (bps > max_bps) {
+                    absurd++;
+                } else {
+                    rates[1 + dir] = bps;
+                    has[1 + dir] = 1;
+                }
+            }
+            double pps = 0.0, one;
+            int all = 1;
+            for (int k = 1; k <= 3; k++) {
+                r = rate_of(deltas, PyTuple_GET_ITEM(rate_names, 4 * dir + k), 1.0, &one, &dt);
+                if (r < 0) {
+                    goto hand_back;
+                }
+                if (r == 0) {
+                    all = 0;
+                    break;
+                }
+                pps += one; /* Python's sum(): 0 + a + b + c */
+            }
+            if (all) {
+                if (pps > max_pps) {
+                    absurd++;
+                } else {
+                    rates[3 + dir] = pps;
+                    has[3 + dir] = 1;
+                }
+            }
+        }
+        for (int k = 0; k < 5; k++) {
+            double ps;
+            int r = rate_of(deltas, PyTuple_GET_ITEM(rate_names, 8 + k), 1.0, &ps, &dt);
+            if (r < 0) {
+                goto hand_back;
+            }
+            if (r) {
+                if (ps > max_pps) {
+                    absurd++;
+                } else {
+                    rates[5 + k] = ps;
+                    has[5 + k] = 1;
+                }
+            }
+        }
+        for (Py_ssize_t i = 0; i < n; i++) { /* interval_s: that of the first counter with a delta */
+            double unused;
+            int r = rate_of(deltas, PyTuple_GET_ITEM(names, i), 1.0, &unused, &dt);
+            if (r < 0) {
+                goto hand_back;
+            }
+            if (r) {
+                rates[0] = dt;
+                has[0] = 1;
+                break;
+            }
+        }
+    }
+    PyObject *row = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, ROW_HEAD + n + ROW_RATES + 1);
+    if (row == NULL) {
+        return NULL;
+    }
+    for (int k = 0; k < ROW_HEAD; k++) {
+        Py_INCREF(args[1 + k]);
+        PyTuple_SET_ITEM(row, k, args[1 + k]);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyTuple_GET_ITEM(values, i), *stored;
+        if (v == Py_None) {
+            stored = Py_NewRef(v);
+        } else if (!PyLong_CheckExact(v)) {
+            Py_DECREF(row);
+            Py_RETURN_NONE;
+        } else {
+            int overflow;
+            long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (!overflow && x >= 0) {
+                stored = Py_NewRef(v);
+            } else { /* a bigint holds its 64 bits: v mod 2^64, two's complement past 2^63 */
+                unsigned long long bits = PyLong_AsUnsignedLongLongMask(v);
+                stored = bits == (unsigned long long)-1 && PyErr_Occurred() ? NULL : PyLong_FromLongLong((long long)bits);
+                if (stored == NULL) {
+                    Py_DECREF(row);
+                    return NULL;
+                }
+            }
+        }
+        PyTuple_SET_ITEM(row, ROW_HEAD + i, stored);
+    }
+    for (int k = 0; k < ROW_RATES; k++) {
+        PyObject *r = has[k] ? PyFloat_FromDouble(rates[k]) : Py_NewRef(Py_None);
+        if (r == NULL) {
+            Py_DECREF(row);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(row, ROW_HEAD + n + k, r);
+    }
+    PyTuple_SET_ITEM(row, ROW_HEAD + n + ROW_RATES, Py_NewRef(reset));
+    return Py_BuildValue("(Nl)", row, absurd);
+hand_back:
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"fast_values", fast_values, METH_VARARGS, fast_values_doc},
     {"deltas", deltas, METH_VARARGS, deltas_doc},
+    {"port_row", (PyCFunction)(void (*)(void))port_row, METH_FASTCALL, port_row_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,3 +13,18 @@ def deltas(
     carrier: int,
     /,
 ) -> tuple[dict[str, tuple[int, float]], int | None, bool, int, int, int] | None: ...
+def port_row(
+    cls: type[tuple[Any, ...]],
+    time: Any,
+    switch: str,
+    port: str,
+    oper: int | None,
+    speed: int | None,
+    values: tuple[int | None, ...],
+    deltas: dict[str, tuple[int, float]] | None,
+    line_bps: float,
+    reset: bool,
+    names: tuple[str, ...],
+    rate_names: tuple[str, ...],
+    /,
+) -> tuple[Any, int] | None: ...

@@ -60,10 +60,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 from collector.records import COUNTER_FIELDS, PFC_TOTAL_WRAP32, PortReading
 from collector.speedups import deltas as _c_deltas
+from collector.speedups import port_row as _c_port_row
 from store.records import I64_MAX, U64, LinkEvent, PfcSample, PortSample, to_int8
 
 WRAP32 = 1 << 32
@@ -84,12 +85,13 @@ _DIRECTIONS = (("in", "in_octets", _PKTS_IN), ("out", "out_octets", _PKTS_OUT))
 _PER_SECOND = ("in_errors", "out_errors", "in_discards", "out_discards", "in_fcs_errors")
 _PFC_KEYS = ("pfc_rx", "pfc_tx", "pfc_rx_total", "pfc_tx_total")
 _CARRIER = "carrier_transitions"
+#: The counters behind the rates, in the order collector/_speedups.c port_row reads them.
+_RATE_NAMES = (*(n for _, octets, pkts in _DIRECTIONS for n in (octets, *pkts)), *_PER_SECOND)
 
 #: The baselines' slots: the 16 counters, then the PFC groups.
 _SLOTS = (*COUNTER_FIELDS, *_PFC_KEYS)
-_PFC_SLOT = {name: len(COUNTER_FIELDS) + i for i, name in enumerate(_PFC_KEYS)}
-#: A baseline: the value (a counter, or a PFC tuple) and the device time it was read at.
-_Base = tuple[int | tuple[int, ...], int]
+#: The first PFC slot; the four groups follow in :data:`_PFC_KEYS` order.
+_PFC0 = len(COUNTER_FIELDS)
 #: A counter's change and the interval it covers (seconds).
 _Delta = tuple[int, float]
 
@@ -327,8 +329,7 @@ class CounterTracker:
         has_pfc = not (r.pfc_rx is None and r.pfc_tx is None and r.pfc_rx_total is None and r.pfc_tx_total is None)
         pfc = self._pfc(st, r, key, reset, first) if has_pfc else []
         if counters:
-            rates = self._rates(deltas, st.speed_bps) if deltas else None
-            port: PortSample | None = self._sample(r, st, values, rates, reset=reset)
+            port: PortSample | None = self._sample(r, st, values, deltas or None, reset=reset)
         elif changed:
             port = self._sample(r, st, values, None, reset=False)
         else:
@@ -373,24 +374,34 @@ class CounterTracker:
         out["interval_s"] = next((d[n][1] for n in COUNTER_FIELDS if n in d), None)
         return out
 
-    @staticmethod
     def _sample(
+        self,
         r: PortReading,
         st: _PortState,
         values: tuple[int | None, ...],
-        rates: dict[str, float | None] | None,
+        deltas: dict[str, _Delta] | None,
         *,
         reset: bool,
     ) -> PortSample:
-        rt = rates or _NO_RATES
+        """The ``port_counters`` row: the reading's counters, and the rates of ``deltas`` (None: none)."""
         # A reading that tells its status says it of its own time; else the status then in force.
         oper = False if r.removed else r.oper_up
         if oper is None:
             oper = _status_at(st, r.time_ns)
+        code = None if oper is None else 1 if oper else 2
+        speed = st.speed_bps if st.speed_bps is not None else r.speed_bps
+        if _c_port_row is not None:  # the same in C, or None: an input it leaves to us
+            line = float(st.speed_bps) if deltas and st.speed_bps else float(MAX_SPEED_BPS)  # as _rates has it
+            args = (_utc(r.time_ns), r.switch, r.port, code, speed, values, deltas, line, reset)
+            done = _c_port_row(PortSample, *args, COUNTER_FIELDS, _RATE_NAMES)
+            if done is not None:
+                row, absurd = done
+                if absurd:
+                    self.stats.absurd_rates += absurd
+                return cast(PortSample, row)
+        rt = self._rates(deltas, st.speed_bps) if deltas else _NO_RATES
         return PortSample._make((
-            _utc(r.time_ns), r.switch, r.port,
-            None if oper is None else 1 if oper else 2,
-            st.speed_bps if st.speed_bps is not None else r.speed_bps,
+            _utc(r.time_ns), r.switch, r.port, code, speed,
             *[v if v is None or 0 <= v <= I64_MAX else _counter(v) for v in values],
             rt.get("interval_s"),
             rt.get("in_bps"), rt.get("out_bps"), rt.get("in_pps"), rt.get("out_pps"),
@@ -408,25 +419,26 @@ class CounterTracker:
     def _pfc(self, st: _PortState, r: PortReading, key: tuple[str, str], reset: bool, first: bool) -> list[PfcSample]:
         t = r.time_ns
         vals, times = st.vals, st.times
-        bases: dict[str, _Base | None] = {}
+        # The baselines before this reading (its rows' previous values); a slot whose clock stepped
+        # back loses its own (its rows carry no rate).
+        old_vals, old_times = vals[_PFC0:], times[_PFC0:]
         late = moving = False
         fresh = True
-        for name, v in zip(_PFC_KEYS, _pfc_values(r), strict=True):
-            i = _PFC_SLOT[name]
-            before = vals[i]
-            bases[name] = None if before is None else (before, times[i])
+        for j, v in enumerate(_pfc_values(r)):
             if v is None:
                 continue
+            i = _PFC0 + j
+            before = old_vals[j]
             if before is None:
                 vals[i], times[i] = v, t
                 continue
             fresh = False
-            if t > times[i]:
+            if t > old_times[j]:
                 moving = moving or v != before
                 vals[i], times[i] = v, t
             elif _advanced(v, before):  # further on at an earlier time: the clock stepped back
                 vals[i], times[i] = v, t
-                bases[name] = None  # its rows carry no rate
+                old_vals[j] = None
                 self.stats.clock_steps += 1
                 late = True
             else:
@@ -449,12 +461,12 @@ class CounterTracker:
         now = _utc(t)
         if r.pfc_rx is not None and r.pfc_tx is not None:
             for p in range(min(PFC_PRIORITIES, len(r.pfc_rx), len(r.pfc_tx))):
-                rx = (r.pfc_rx[p], *_previous(bases["pfc_rx"], p))
-                tx = (r.pfc_tx[p], *_previous(bases["pfc_tx"], p))
+                rx = (r.pfc_rx[p], *_previous(old_vals[0], old_times[0], p))
+                tx = (r.pfc_tx[p], *_previous(old_vals[1], old_times[1], p))
                 out.append(_pfc_row(r, now, p, rx, tx, False, reset))
         if r.pfc_rx_total is not None or r.pfc_tx_total is not None:
-            rx_all: _Pause = (r.pfc_rx_total, *_previous(bases["pfc_rx_total"], None))
-            tx_all: _Pause = (r.pfc_tx_total, *_previous(bases["pfc_tx_total"], None))
+            rx_all: _Pause = (r.pfc_rx_total, *_previous(old_vals[2], old_times[2], None))
+            tx_all: _Pause = (r.pfc_tx_total, *_previous(old_vals[3], old_times[3], None))
             out.append(_pfc_row(r, now, -1, rx_all, tx_all, PFC_TOTAL_WRAP32 in r.wrap32, reset))
         # A port's first heartbeat comes at a phase of its own, so that a fabric whose collector
         # started at once does not write every quiet port's rows in one burst.
@@ -587,11 +599,10 @@ def _advanced(new: int | tuple[int, ...], old: int | tuple[int, ...]) -> bool:
     return isinstance(new, int) and isinstance(old, int) and new > old
 
 
-def _previous(b: _Base | None, priority: int | None) -> tuple[int | None, int | None]:
-    """A PFC baseline's value (one priority's, or the total) and its time."""
-    if b is None:
+def _previous(v: int | tuple[int, ...] | None, bt: int, priority: int | None) -> tuple[int | None, int | None]:
+    """A PFC baseline's value (one priority's, or the total) and its time (value None: no baseline)."""
+    if v is None:
         return None, None
-    v, bt = b
     if priority is None:
         return (v if isinstance(v, int) else None), bt
     return (v[priority] if isinstance(v, tuple) and priority < len(v) else None), bt

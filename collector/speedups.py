@@ -1,8 +1,8 @@
 """The C twins of the collector's per-value path, when they were built (collector/_speedups.c).
 
 ``hatch_build.py`` compiles them at install; without a compiler, or with
-``FABRICMON_PURE_PYTHON=1`` in the environment (benchmarks compare the two), :data:`fast_values`
-and :data:`deltas` are None and the callers run their Python. The Python is the reference: the C
+``FABRICMON_PURE_PYTHON=1`` in the environment (benchmarks compare the two), :data:`fast_values`,
+:data:`deltas` and :data:`port_row` are None and the callers run their Python. The Python is the reference: the C
 does what it does or hands the input back (tests/unit/test_speedups.py).
 """
 
@@ -18,8 +18,12 @@ Deltas = Callable[
     tuple[dict[str, tuple[int, float]], int | None, bool, int, int, int] | None,
 ]
 
+#: (cls, time, switch, port, oper, speed, values, deltas, line_bps, reset, names, rate_names) -> (row, absurd)
+PortRow = Callable[..., tuple[Any, int] | None]
+
 fast_values: FastValues | None = None
 deltas: Deltas | None = None
+port_row: PortRow | None = None
 #: Why the C is not in use ("" when it is).
 unavailable = ""
 
@@ -31,4 +35,4 @@ else:
     except ImportError as e:  # not built: no compiler at install
         unavailable = f"not built ({e})"
     else:
-        fast_values, deltas = _speedups.fast_values, _speedups.deltas
+        fast_values, deltas, port_row = _speedups.fast_values, _speedups.deltas, _speedups.port_row

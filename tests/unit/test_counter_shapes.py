@@ -370,6 +370,19 @@ def test_a_clock_stepping_back_gives_no_rate_rather_than_a_false_one() -> None:
     assert t.stats.clock_steps == 1
 
 
+def test_pause_counters_read_after_a_clock_step_back_carry_no_rate_then_rate_from_there() -> None:
+    t = CounterTracker(pfc_heartbeat_s=0)  # every PFC reading is written
+    rx = [(0, 0, 0, k * 1000, 0, 0, 0, 0) for k in range(4)]
+    readings = [(1000, rx[0], 0), (990, rx[1], 10), (1000, rx[2], 20), (1010, rx[3], 30)]
+    rows = [t.ingest(_reading(T0 + s * S, pfc_rx=r, pfc_tx=(0,) * 8, pfc_rx_total=tot)).pfc for s, r, tot in readings]
+    p3 = [[(p.rx_pause_pps, p.interval_s) for p in out if p.priority == 3] for out in rows]
+    # The step's reading is the new baseline and says nothing of now (no row); rates run from it.
+    assert p3 == [[(None, None)], [], [(100.0, 10.0)], [(100.0, 10.0)]]
+    totals = [[p.rx_pause_pps for p in out if p.priority == -1] for out in rows]
+    assert totals == [[None], [], [1.0], [1.0]]
+    assert t.stats.clock_steps == 2  # the per-priority counters and the total, each stepped back
+
+
 def test_a_deleted_interface_is_down_and_starts_over_when_back() -> None:
     t = CounterTracker()
     t.ingest(_reading(T0, oper_up=True, in_octets=10**12, out_octets=10**12))

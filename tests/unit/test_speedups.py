@@ -25,7 +25,8 @@ import collector.counters as counters
 import collector.gnmi_decode as gnmi_decode
 import hatch_build
 from collector import speedups
-from collector.records import COUNTER_FIELDS
+from collector.records import COUNTER_FIELDS, PortReading
+from store.records import PortSample
 from tests.unit.test_gnmi_decode import IF, PFC, TS, Harness, note, path, update
 from wire.protobuf import varint
 
@@ -258,6 +259,87 @@ def test_plain_counters_take_the_c_path() -> None:
     got = C_DELTAS(st_.vals, st_.times, later, 2 * 10**9, frozenset(), False, COUNTER_FIELDS, 0)
     assert got is not None and len(got[0]) == N and got[1:] == (10**9, False, N, 0, 0)
     assert C_DELTAS(st_.vals, st_.times, (True, *later[1:]), 3 * 10**9, frozenset(), False, COUNTER_FIELDS, 0) is None
+
+
+# --- the port_counters row -------------------------------------------------------------------
+
+C_ROW = speedups.port_row
+DELTA = st.tuples(st.one_of(NEAR, U64, st.integers(0, 2**70)), st.floats(1e-9, 1e7))
+SPEED = st.one_of(st.none(), st.sampled_from([0, 10**9, 400 * 10**9, 800 * 10**9]), st.integers(1, 2**70))
+#: Counter values as a reading carries them: u64, and now and then one a bigint cannot hold.
+VALUE = st.one_of(COUNTER, st.integers(-(2**65), 2**70))
+
+
+def _row_both_ways(
+    values: tuple[int | None, ...], deltas: dict[str, Any] | None, speed: int | None, oper: bool | None, reset: bool
+) -> tuple[Any, int, Any, int]:
+    r = PortReading(switch="lf-g1-r1", port="swp1", time_ns=1_764_460_800_123_456_789, oper_up=oper, speed_bps=speed)
+    rows: list[Any] = []
+    absurd: list[int] = []
+    for c in (True, False):
+        tracker = counters.CounterTracker()
+        st_ = counters._PortState(newest_ns=0, speed_bps=speed)
+        with pytest.MonkeyPatch.context() as mp:
+            if not c:
+                mp.setattr(counters, "_c_port_row", None)
+            rows.append(tracker._sample(r, st_, values, deltas, reset=reset))
+        absurd.append(tracker.stats.absurd_rates)
+    return rows[0], absurd[0], rows[1], absurd[1]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    values=st.lists(VALUE, min_size=N, max_size=N).map(tuple),
+    deltas=st.one_of(st.none(), st.dictionaries(st.sampled_from(COUNTER_FIELDS), DELTA)),
+    speed=SPEED,
+    oper=st.one_of(st.none(), st.booleans()),
+    reset=st.booleans(),
+)
+@example(  # every rate absurd on a 1G port
+    values=(2**64 - 1,) * N, deltas=dict.fromkeys(COUNTER_FIELDS, (2**40, 1.0)), speed=10**9, oper=True, reset=False
+)
+def test_the_port_row_is_the_same_in_c(
+    values: tuple[int | None, ...], deltas: dict[str, Any] | None, speed: int | None, oper: bool | None, reset: bool
+) -> None:
+    c_row, c_absurd, py_row, py_absurd = _row_both_ways(values, deltas, speed, oper, reset)
+    assert type(c_row) is PortSample and tuple(c_row) == tuple(py_row)
+    assert [type(v) for v in c_row] == [type(v) for v in py_row]
+    assert c_absurd == py_absurd
+
+
+def test_the_c_row_hands_back_what_is_not_a_plain_delta_or_counter() -> None:
+    assert C_ROW is not None
+    t = counters._utc(10**18)
+    names = (COUNTER_FIELDS, counters._RATE_NAMES)
+    plain = ((0,) * N, {"in_octets": (10, 1.0)})
+    assert C_ROW(PortSample, t, "s", "p", 1, None, *plain, 8e11, False, *names) is not None
+    for values, deltas in [
+        (plain[0], {"in_octets": (10.0, 1.0)}),  # a float delta
+        (plain[0], {"in_octets": (10, 1)}),  # an int interval
+        (plain[0], {"in_octets": (10, 0.0)}),  # no interval: the Python raises ZeroDivisionError
+        (plain[0], {"in_octets": (10**400, 1.0)}),  # a delta no float holds
+        (plain[0], {"in_octets": [10, 1.0]}),
+        ((1.5,) + (0,) * (N - 1), None),  # a counter that is not an int
+        ((True,) + (0,) * (N - 1), None),
+    ]:
+        assert C_ROW(PortSample, t, "s", "p", 1, None, values, deltas, 8e11, False, *names) is None, (values, deltas)
+
+
+def test_plain_readings_take_the_c_row() -> None:
+    calls = []
+    real = getattr(counters, "_c_port_row")  # noqa: B009
+    assert real is not None
+
+    def counted(*args: Any) -> Any:
+        calls.append(args)
+        return real(*args)
+
+    tracker = counters.CounterTracker()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(counters, "_c_port_row", counted)
+        for i in range(3):
+            tracker.ingest(PortReading("s", "p", (i + 1) * 10**10, True, 4 * 10**11, in_octets=i * 10**9))
+    assert len(calls) == 3
 
 
 # --- without the C ----------------------------------------------------------------------------
