@@ -43,6 +43,7 @@ from typing import Any
 
 from bench.simproc import simulator
 from collector import speedups
+from store import copy_binary
 from store.db import create_pool
 
 GPUS = int(os.environ.get("FABRICMON_BENCH_E2E_GPUS", "16384"))
@@ -101,14 +102,19 @@ def _tree(pid: int) -> list[int]:
 
 def _cpu_s(pid: int) -> float:
     """CPU-seconds of the process, every thread, its live descendants and the children it reaped."""
-    total = 0.0
+    return sum(_cpu_split(pid))
+
+
+def _cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU-seconds of :func:`_cpu_s`."""
+    user = system = 0
     for p in _tree(pid):
         with contextlib.suppress(OSError):
             fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
-            total += int(fields[11]) + int(fields[12])  # utime + stime, all threads
-            if p == pid:
-                total += int(fields[13]) + int(fields[14])  # workers that exited (and were waited for)
-    return total / _TICKS
+            user, system = user + int(fields[11]), system + int(fields[12])  # all threads
+            if p == pid:  # workers that exited (and were waited for)
+                user, system = user + int(fields[13]), system + int(fields[14])
+    return user / _TICKS, system / _TICKS
 
 
 def _memory_mb(pid: int) -> dict[str, float]:
@@ -230,11 +236,14 @@ async def _measure(dsn: str, shards: list[_Shard], switches: int, sim_pid: int) 
     await asyncio.sleep(INTERVAL_S * 1.5)  # past every stream's first full dump
     m0 = [await _complete_metrics(s.url) for s in shards]
     sim0, busy0 = _cpu_s(sim_pid), _machine_busy_s()
-    cpu0, t0, wall0 = sum(_cpu_s(s.proc.pid) for s in shards), time.monotonic(), datetime.now(UTC)
+    split0 = [_cpu_split(s.proc.pid) for s in shards]
+    cpu0, t0, wall0 = sum(map(sum, split0)), time.monotonic(), datetime.now(UTC)
     print(f"bench: collect_e2e measuring {WINDOW_S:.0f}s over {switches} switches", file=sys.stderr, flush=True)
     await asyncio.sleep(WINDOW_S)
     m1 = [await _complete_metrics(s.url) for s in shards]
-    cpu1, t1, wall1 = sum(_cpu_s(s.proc.pid) for s in shards), time.monotonic(), datetime.now(UTC)
+    split1 = [_cpu_split(s.proc.pid) for s in shards]
+    cpu1, t1, wall1 = sum(map(sum, split1)), time.monotonic(), datetime.now(UTC)
+    system_s = sum(b[1] - a[1] for a, b in zip(split0, split1, strict=True))
     sim1, busy1 = _cpu_s(sim_pid), _machine_busy_s()
     memory = [_memory_mb(s.proc.pid) for s in shards]
     pool = await create_pool(dsn)
@@ -278,6 +287,8 @@ async def _measure(dsn: str, shards: list[_Shard], switches: int, sim_pid: int) 
         "pfc_rows_per_s": round(pfc_rows / wall),
         "collector_cpu_s": round(cpu, 1),
         "collector_cores": round(cpu / wall, 2),
+        # of which in the kernel (socket reads and writes, epoll, page faults)
+        "collector_system_share": round(system_s / max(cpu, 1e-9), 2),
         "values_per_cpu_s": round(values / max(cpu, 1e-9)),
         # who else had the cores: the simulator, and the whole machine (PostgreSQL is most of the rest)
         "simulator_cores": round((sim1 - sim0) / wall, 2),
@@ -286,6 +297,8 @@ async def _measure(dsn: str, shards: list[_Shard], switches: int, sim_pid: int) 
         "gnmi_transport": os.environ.get("FABRICMON_COLLECTOR__GNMI_TRANSPORT", "h2"),
         # the per-value path: "c" (collector/_speedups.c) or why the Python ran
         "speedups": speedups.unavailable or "c",
+        # the writers' COPY encoder: "c" (store/_copy_binary.c) or why asyncpg encoded
+        "copy_encoder": copy_binary.unavailable or "c",
         "cpu_s_per_million_values": round(cpu / max(values, 1) * 1e6, 2),
         "rss_mb": sum(m["rss_mb"] for m in memory),
         "peak_rss_mb_per_process": max(m["peak_rss_mb"] for m in memory),

@@ -37,6 +37,9 @@ class GnmiTuning:
     channel_max_message_bytes: int = 256 << 20
     keepalive_time_s: float = 30.0
     keepalive_timeout_s: float = 10.0
+    #: Our HTTP/2 client waits this long after a small socket read before the next (wire/grpc_h2.py
+    #: COALESCE_S): messages read together, not one wake-up each. 0: read as they come.
+    read_coalesce_s: float = 0.02
 
 
 @dataclass(frozen=True, slots=True)

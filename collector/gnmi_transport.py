@@ -159,6 +159,7 @@ class H2Channel:
                     server_name=self._server_name,
                     keepalive_s=self._keepalive_s,
                     keepalive_timeout_s=self._tuning.keepalive_timeout_s,
+                    coalesce_s=self._tuning.read_coalesce_s,
                 )
             return conn
 

@@ -90,6 +90,30 @@ async def test_every_message_arrives_whole_and_in_order_whatever_its_size(sizes:
         assert await read_all(stream) == payloads
 
 
+async def test_messages_written_one_at_a_time_are_read_together_and_every_one_arrives() -> None:
+    """A gNMI server writes a message at a time; read coalescing takes many per socket read."""
+    payloads = [i.to_bytes(4, "big") * 100 for i in range(1000)]
+
+    async def trickle(requests: AsyncIterator[bytes], ctx: Any) -> AsyncIterator[bytes]:
+        async for _ in requests:
+            for i, p in enumerate(payloads):
+                yield p
+                if i % 10 == 9:
+                    await asyncio.sleep(0.001)  # the messages arrive spread over ~100 ms
+            return
+
+    reads = {}
+    async with grpc_server(trickle) as port:
+        for coalesce_s in (0.0, 0.01):
+            conn = await grpc_h2.connect("127.0.0.1", port, keepalive_s=0, coalesce_s=coalesce_s)
+            _OPEN.append(conn)
+            stream = conn.open("/test.T/Call", (), 1 << 24)
+            await stream.write(b"go")
+            assert await read_all(stream) == payloads
+            reads[coalesce_s] = conn.reads
+    assert reads[0.01] * 3 < reads[0.0], reads
+
+
 async def test_a_status_and_its_message_reach_the_caller_decoded() -> None:
     async def refuse(requests: AsyncIterator[bytes], ctx: Any) -> AsyncIterator[bytes]:
         async for _ in requests:
