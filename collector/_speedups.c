@@ -314,26 +314,27 @@ rate_of(PyObject *deltas, PyObject *name, double scale, double *out, double *dt_
 #define RATE_NAMES 13
 
 PyDoc_STRVAR(port_row_doc,
-"port_row(cls, time, switch, port, oper, speed, values, deltas, line_bps, reset, names, rate_names)\n"
-"  -> (row, absurd) | None\n\n"
+"port_row(cls, time, switch, port, oper, speed, values, deltas, max_bps, max_pps, reset, names,\n"
+"         rate_names) -> (row, absurd) | None\n\n"
 "CounterTracker._rates and _sample in one call: the port_counters row (a ``cls``, the PortSample\n"
 "tuple type) of a reading's head, its counters ``values`` (as bigints) and the rates of\n"
-"``deltas`` (name -> (delta, seconds); None: no rates), a rate above what a ``line_bps`` port\n"
-"carries dropped and counted in ``absurd``. None when an input is not of the shape the Python\n"
-"takes without question: the caller runs the Python.");
+"``deltas`` (name -> (delta, seconds); None: no rates), a rate above ``max_bps`` / ``max_pps``\n"
+"(what the port can carry) dropped and counted in ``absurd``. None when an input is not of the\n"
+"shape the Python takes without question: the caller runs the Python.");
 
 static PyObject *
 port_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "port_row takes 12 arguments");
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "port_row takes 13 arguments");
         return NULL;
     }
-    PyObject *cls = args[0], *values = args[6], *deltas = args[7], *line_obj = args[8], *reset = args[9];
-    PyObject *names = args[10], *rate_names = args[11];
+    PyObject *cls = args[0], *values = args[6], *deltas = args[7], *max_bps_obj = args[8], *max_pps_obj = args[9];
+    PyObject *reset = args[10], *names = args[11], *rate_names = args[12];
     if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type) || !PyTuple_CheckExact(values)
         || !PyTuple_CheckExact(names) || !PyTuple_CheckExact(rate_names) || PyTuple_GET_SIZE(rate_names) != RATE_NAMES
-        || !PyFloat_CheckExact(line_obj) || !PyBool_Check(reset) || (deltas != Py_None && !PyDict_CheckExact(deltas))) {
+        || !PyFloat_CheckExact(max_bps_obj) || !PyFloat_CheckExact(max_pps_obj) || !PyBool_Check(reset)
+        || (deltas != Py_None && !PyDict_CheckExact(deltas))) {
         Py_RETURN_NONE;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(values);
@@ -344,8 +345,7 @@ port_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int has[ROW_RATES] = {0};
     long absurd = 0;
     if (deltas != Py_None && PyDict_GET_SIZE(deltas) > 0) {
-        double max_bps = PyFloat_AS_DOUBLE(line_obj) * 1.5; /* ABSURD_FACTOR */
-        double max_pps = max_bps / 672.0;                   /* MIN_FRAME_BITS */
+        double max_bps = PyFloat_AS_DOUBLE(max_bps_obj), max_pps = PyFloat_AS_DOUBLE(max_pps_obj);
         double dt;
         for (int dir = 0; dir < 2; dir++) {
             double bps;
@@ -372,7 +372,7 @@ port_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                     all = 0;
                     break;
                 }
-                pps += one; /* Python's sum(): 0 + a + b + c */
+                pps = k == 1 ? one : pps + one; /* a + b + c, left to right, as _rates adds them */
             }
             if (all) {
                 if (pps > max_pps) {
@@ -411,20 +411,19 @@ port_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
         }
     }
-    PyObject *row = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, ROW_HEAD + n + ROW_RATES + 1);
-    if (row == NULL) {
+    PyObject *items = PyTuple_New(ROW_HEAD + n + ROW_RATES + 1);
+    if (items == NULL) {
         return NULL;
     }
     for (int k = 0; k < ROW_HEAD; k++) {
-        Py_INCREF(args[1 + k]);
-        PyTuple_SET_ITEM(row, k, args[1 + k]);
+        PyTuple_SET_ITEM(items, k, Py_NewRef(args[1 + k]));
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *v = PyTuple_GET_ITEM(values, i), *stored;
         if (v == Py_None) {
             stored = Py_NewRef(v);
         } else if (!PyLong_CheckExact(v)) {
-            Py_DECREF(row);
+            Py_DECREF(items);
             Py_RETURN_NONE;
         } else {
             int overflow;
@@ -435,22 +434,33 @@ port_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 unsigned long long bits = PyLong_AsUnsignedLongLongMask(v);
                 stored = bits == (unsigned long long)-1 && PyErr_Occurred() ? NULL : PyLong_FromLongLong((long long)bits);
                 if (stored == NULL) {
-                    Py_DECREF(row);
+                    Py_DECREF(items);
                     return NULL;
                 }
             }
         }
-        PyTuple_SET_ITEM(row, ROW_HEAD + i, stored);
+        PyTuple_SET_ITEM(items, ROW_HEAD + i, stored);
     }
     for (int k = 0; k < ROW_RATES; k++) {
         PyObject *r = has[k] ? PyFloat_FromDouble(rates[k]) : Py_NewRef(Py_None);
         if (r == NULL) {
-            Py_DECREF(row);
+            Py_DECREF(items);
             return NULL;
         }
-        PyTuple_SET_ITEM(row, ROW_HEAD + n + k, r);
+        PyTuple_SET_ITEM(items, ROW_HEAD + n + k, r);
     }
-    PyTuple_SET_ITEM(row, ROW_HEAD + n + ROW_RATES, Py_NewRef(reset));
+    PyTuple_SET_ITEM(items, ROW_HEAD + n + ROW_RATES, Py_NewRef(reset));
+    /* tuple.__new__(cls, items), as NamedTuple._make does: the interpreter fills in the subtype */
+    PyObject *new_args = PyTuple_Pack(1, items);
+    Py_DECREF(items);
+    if (new_args == NULL) {
+        return NULL;
+    }
+    PyObject *row = PyTuple_Type.tp_new((PyTypeObject *)cls, new_args, NULL);
+    Py_DECREF(new_args);
+    if (row == NULL) {
+        return NULL;
+    }
     return Py_BuildValue("(Nl)", row, absurd);
 hand_back:
     if (PyErr_Occurred()) {

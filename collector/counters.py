@@ -87,6 +87,10 @@ _PFC_KEYS = ("pfc_rx", "pfc_tx", "pfc_rx_total", "pfc_tx_total")
 _CARRIER = "carrier_transitions"
 #: The counters behind the rates, in the order collector/_speedups.c port_row reads them.
 _RATE_NAMES = (*(n for _, octets, pkts in _DIRECTIONS for n in (octets, *pkts)), *_PER_SECOND)
+# port_row builds PortSample(head 5, the counters, interval_s, 9 rates, counter_reset) by position.
+_ROW_TAIL = ("interval_s", "in_bps", "out_bps", "in_pps", "out_pps", *(f"{n}_ps" for n in _PER_SECOND), "counter_reset")
+if PortSample._fields[5:] != (*COUNTER_FIELDS, *_ROW_TAIL):  # pragma: no cover
+    raise ImportError("store.records.PortSample changed its fields; update collector/_speedups.c port_row")
 
 #: The baselines' slots: the 16 counters, then the PFC groups.
 _SLOTS = (*COUNTER_FIELDS, *_PFC_KEYS)
@@ -173,6 +177,13 @@ def _status(up: bool | None) -> str:
 
 def _counter(v: int | None) -> int | None:
     return None if v is None else to_int8(v % U64)
+
+
+def _limits(speed: int | None) -> tuple[float, float]:
+    """The bits and frames per second above which a port's rate is absurd."""
+    line = float(speed) if speed else float(MAX_SPEED_BPS)
+    max_bps = line * ABSURD_FACTOR
+    return max_bps, max_bps / MIN_FRAME_BITS
 
 
 #: A reading's 16 counters, in PortSample order, in one call.
@@ -342,9 +353,7 @@ class CounterTracker:
     # --- counters -------------------------------------------------------------------------
 
     def _rates(self, d: dict[str, _Delta], speed: int | None) -> dict[str, float | None]:
-        line = float(speed) if speed else float(MAX_SPEED_BPS)
-        max_bps = line * ABSURD_FACTOR
-        max_pps = max_bps / MIN_FRAME_BITS
+        max_bps, max_pps = _limits(speed)
         out: dict[str, float | None] = {}
         absurd = 0
         for direction, octets_name, pkts in _DIRECTIONS:
@@ -356,7 +365,8 @@ class CounterTracker:
                 else:
                     out[f"{direction}_bps"] = bps
             if all(n in d for n in pkts):
-                pps = sum(d[n][0] / d[n][1] for n in pkts)
+                a, b, c = (d[n][0] / d[n][1] for n in pkts)
+                pps = a + b + c  # not sum(): Python 3.12's compensates, and the C adds left to right
                 if pps > max_pps:
                     absurd += 1
                 else:
@@ -391,8 +401,8 @@ class CounterTracker:
         code = None if oper is None else 1 if oper else 2
         speed = st.speed_bps if st.speed_bps is not None else r.speed_bps
         if _c_port_row is not None:  # the same in C, or None: an input it leaves to us
-            line = float(st.speed_bps) if deltas and st.speed_bps else float(MAX_SPEED_BPS)  # as _rates has it
-            args = (_utc(r.time_ns), r.switch, r.port, code, speed, values, deltas, line, reset)
+            max_bps, max_pps = _limits(st.speed_bps) if deltas else (0.0, 0.0)
+            args = (_utc(r.time_ns), r.switch, r.port, code, speed, values, deltas, max_bps, max_pps, reset)
             done = _c_port_row(PortSample, *args, COUNTER_FIELDS, _RATE_NAMES)
             if done is not None:
                 row, absurd = done

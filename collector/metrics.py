@@ -114,12 +114,12 @@ class CollectorMetrics(Collector):
         )
         batches = CounterMetricFamily(
             "fabricmon_writer_copy_batches",
-            "write attempts by encoder: binary (fabricmon's C), asyncpg (no C built, or a batch the C handed back)",
+            "batches stored by COPY, by encoder: binary (fabricmon's C), asyncpg (no C, or a batch the C handed back)",
             labels=["table", "encoder"],
         )
         for w in self.pipeline.writers:
             batches.add_metric([w.table, "binary"], w.stats.binary_batches)
-            batches.add_metric([w.table, "asyncpg"], w.stats.batches - w.stats.binary_batches)
+            batches.add_metric([w.table, "asyncpg"], w.stats.asyncpg_batches)
             rows.add_metric([w.table, "written"], w.stats.rows_written)
             rows.add_metric([w.table, "duplicate"], w.stats.rows_duplicate)
             rows.add_metric([w.table, "rejected"], w.stats.rows_rejected)

@@ -18,7 +18,8 @@ Deltas = Callable[
     tuple[dict[str, tuple[int, float]], int | None, bool, int, int, int] | None,
 ]
 
-#: (cls, time, switch, port, oper, speed, values, deltas, line_bps, reset, names, rate_names) -> (row, absurd)
+#: (cls, time, switch, port, oper, speed, values, deltas, max_bps, max_pps, reset, names, rate_names)
+#: -> (row, absurd)
 PortRow = Callable[..., tuple[Any, int] | None]
 
 fast_values: FastValues | None = None

@@ -5,9 +5,10 @@
  * encode() builds the whole "COPY ... FROM STDIN (FORMAT binary)" stream of a batch in one pass
  * for the column types a writer's tables use, or hands the batch back (None) when any value is not
  * what asyncpg would send unchanged: the caller then uses asyncpg's encoder, which raises its own
- * clear errors. store/copy_binary.py holds the Python twin (the reference) and the column kinds;
- * tests/unit/test_copy_binary.py checks the two agree, and tests/integration that PostgreSQL
- * stores the same rows either way. Built by hatch_build.py at install.
+ * clear errors: asyncpg's encoder is the reference, there is no Python twin. store/copy_binary.py
+ * reads the column kinds from the catalog; tests/unit/test_copy_binary.py reads the stream back
+ * with a reader written from PostgreSQL's documented format, and tests/integration that
+ * PostgreSQL stores the same rows either way. Built by hatch_build.py at install.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

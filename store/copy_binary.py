@@ -51,7 +51,7 @@ else:
 _COLUMN_TYPES = """
 SELECT a.attname, t.typname
   FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
- WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
+ WHERE a.attrelid = to_regclass(quote_ident($1)) AND a.attnum > 0 AND NOT a.attisdropped
 """
 
 
@@ -67,7 +67,9 @@ def kinds_of(types: dict[str, str], columns: Sequence[str]) -> str | None:
 
 
 async def column_kinds(conn: asyncpg.Connection, table: str, columns: Sequence[str]) -> str | None:
-    """The kinds of ``table``'s ``columns`` as the database has them; None: not encodable here."""
+    """The kinds of ``table``'s ``columns`` as the database has them; None: not encodable here (a
+    table the catalog does not know by that name included: asyncpg's COPY then says what is wrong).
+    The name is one identifier, quoted as asyncpg's ``copy_records_to_table`` quotes it."""
     if _encode is None:
         return None
     types = {r["attname"]: r["typname"] for r in await conn.fetch(_COLUMN_TYPES, table)}

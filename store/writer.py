@@ -61,6 +61,10 @@ DROPPED_SHUTDOWN = "shutdown"
 #: How long a closing writer goes on replaying its spool (shutdown must end: systemd and
 #: Kubernetes kill after 90 and 30 s).
 CLOSE_REPLAY_S = 5.0
+#: SQLSTATEs with which the server refuses a binary COPY stream that does not fit the table's
+#: column types (invalid_binary_representation, invalid_parameter_value... a short field reads as
+#: protocol_violation): the batch is then written again through asyncpg's encoder.
+_BINARY_REFUSED = frozenset({"22P03", "22P04", "42804", "08P01"})
 #: Error classes that are the database's state, never one batch's fault.
 _OUTAGE_CLASSES = frozenset({"connection", "operator", "read_only", "resources", "rollback"})
 
@@ -81,8 +85,10 @@ class WriterStats:
     rows_duplicate: int = 0
     rows_rejected: int = 0
     batches: int = 0
-    #: Batches sent as a binary COPY stream encoded in C (store/copy_binary.py); the rest asyncpg encoded.
+    #: Batches stored by a plain COPY, sent as a binary stream encoded in C (store/copy_binary.py)
+    #: or encoded by asyncpg (no C, or a batch the C handed back).
     binary_batches: int = 0
+    asyncpg_batches: int = 0
     conflict_batches: int = 0
     flush_seconds: float = 0.0
     last_error: str | None = None
@@ -475,9 +481,9 @@ class BatchWriter:
         except Fenced:
             raise
         except Exception as exc:
-            if payload is not None:
-                # The binary stream was refused (a column's type changed under the writer, say):
-                # the types are read again for the next batch, and asyncpg encodes this one.
+            if payload is not None and getattr(exc, "sqlstate", None) in _BINARY_REFUSED:
+                # The stream did not fit the table (a column's type changed under the writer): the
+                # types are read again for the next batch, and asyncpg encodes this one now.
                 self._kinds.clear()
                 log.info("%s: the binary COPY was refused (%s); asyncpg encodes the batch", self.table, exc)
                 return await self._copy(conn, batch, columns, binary=False)
@@ -488,6 +494,10 @@ class BatchWriter:
                 self.stats.conflict_batches += 1
             return await self._write_safely(conn, batch, columns)
         self.stats.rows_written += len(batch)
+        if payload is not None:
+            self.stats.binary_batches += 1
+        else:
+            self.stats.asyncpg_batches += 1
         self._committed(batch, columns)
         return len(batch)
 
@@ -506,7 +516,6 @@ class BatchWriter:
             await conn.copy_records_to_table(self.table, records=batch, columns=columns)
         else:  # a memoryview: asyncpg would take bytes for a file name
             await conn.copy_to_table(self.table, source=memoryview(payload), columns=columns, format="binary")
-            self.stats.binary_batches += 1
 
     async def _write_safely(self, conn: asyncpg.Connection, batch: Sequence[Row], columns: tuple[str, ...]) -> int:
         """Conflict-safe write; bisects to isolate the rows the database or encoder refuses."""

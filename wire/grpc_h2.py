@@ -28,6 +28,7 @@ classify grpc.aio's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import ssl
@@ -53,12 +54,14 @@ GIVE_BACK_STREAM = STREAM_WINDOW // 8  # outstanding < window, so a reader that 
 GIVE_BACK_CONNECTION = CONNECTION_WINDOW // 8
 MAX_FRAME = 16_384  # the largest frame we accept: the default, what every peer writes by (a larger one saved nothing)
 MAX_HEADER_BYTES = 1 << 20
-#: Read coalescing: after a read smaller than COALESCE_BELOW the socket is not read again for
-#: ``coalesce_s`` (default COALESCE_S), so what the peer writes meanwhile arrives in one read. A
-#: gNMI server writes a message at a time (~1.5 KB): read as it comes, every message cost a wake-up,
-#: a syscall and a task switch of its own, the larger part of the collector's CPU. A few
-#: milliseconds late is nothing to 10 s samples; a peer with more to send than a pause's worth
-#: fills the socket's buffer and is read at once (a large read never pauses).
+#: Read coalescing: after a read smaller than COALESCE_BELOW (or than half the socket's receive
+#: buffer, if that is smaller) the socket is not read again for ``coalesce_s`` (default
+#: COALESCE_S), so what the peer writes meanwhile arrives in one read. A gNMI server writes a
+#: message at a time (~1.5 KB): read as it comes, every message cost a wake-up, a syscall and a
+#: task switch of its own, the larger part of the collector's CPU. A few milliseconds late is
+#: nothing to 10 s samples; a peer with more to send than a pause's worth fills the socket's
+#: buffer and is read at once (a large read never pauses). Over TLS, asyncio's SSL layer goes on
+#: reading the socket while the protocol is paused, so only the protocol's side is saved there.
 COALESCE_BELOW = 64 << 10
 COALESCE_S = 0.02
 _HDR = struct.Struct(">I")
@@ -309,7 +312,9 @@ class Connection(asyncio.Protocol):
         self.authority, self.scheme = authority, "https" if tls else "http"
         self._keepalive_s, self._keepalive_timeout_s = keepalive_s, keepalive_timeout_s
         self._coalesce_s = coalesce_s
+        self._coalesce_below = COALESCE_BELOW
         self._reading_paused = False
+        self._resume_timer: asyncio.TimerHandle | None = None
         #: Socket reads, and those after which reading paused (read coalescing).
         self.reads = 0
         self.coalesced = 0
@@ -347,6 +352,10 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:  # a small fixed receive buffer: a full one must not pause
+            with contextlib.suppress(OSError):
+                self._coalesce_below = min(COALESCE_BELOW, sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 2)
         settings = struct.pack(">HIHIHIHI", S_ENABLE_PUSH, 0, S_INITIAL_WINDOW, STREAM_WINDOW, S_MAX_FRAME, MAX_FRAME,
                                S_MAX_HEADER_LIST, MAX_HEADER_BYTES)  # fmt: skip
         transport.write(
@@ -359,6 +368,8 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         why = f"socket closed ({exc})" if exc else "socket closed"
+        if self._resume_timer is not None:
+            self._resume_timer.cancel()
         self._close(RpcError(grpc.StatusCode.UNAVAILABLE, why))
 
     def pause_writing(self) -> None:
@@ -370,7 +381,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._last_received = time.monotonic()
         self.reads += 1
-        if self._coalesce_s > 0 and len(data) < COALESCE_BELOW and not self._reading_paused:
+        if self._coalesce_s > 0 and len(data) < self._coalesce_below and not self._reading_paused:
             self._pause_reading()
         if self._rest:
             data, self._rest = self._rest + data, b""
@@ -409,10 +420,11 @@ class Connection(asyncio.Protocol):
         transport.pause_reading()
         self._reading_paused = True
         self.coalesced += 1
-        asyncio.get_running_loop().call_later(self._coalesce_s, self._resume_reading)
+        self._resume_timer = asyncio.get_running_loop().call_later(self._coalesce_s, self._resume_reading)
 
     def _resume_reading(self) -> None:
         self._reading_paused = False
+        self._resume_timer = None
         transport = self._transport
         if transport is not None and not transport.is_closing():
             transport.resume_reading()

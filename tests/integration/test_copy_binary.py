@@ -96,13 +96,13 @@ async def test_a_writer_sends_binary_and_a_batch_the_c_hands_back_goes_through_a
     w = BatchWriter(pool, "port_counters", PortSample._fields, WriterConfig(batch_rows=100))
     await w.put(samples(100))
     await w.flush()
-    assert (w.stats.batches, w.stats.binary_batches, w.stats.rows_written) == (1, 1, 100)
+    assert (w.stats.batches, w.stats.binary_batches, w.stats.asyncpg_batches, w.stats.rows_written) == (1, 1, 0, 100)
     # oper_status beyond smallint: the C hands the batch back, asyncpg refuses that one row alone.
     bad = samples(10, start=100)
     bad[3] = bad[3]._replace(oper_status=2**15)
     await w.put(bad)
     await w.close()
-    assert w.stats.binary_batches == 1
+    assert (w.stats.binary_batches, w.stats.asyncpg_batches) == (1, 0)  # the second: bisected, row by row
     assert (w.stats.rows_written, w.stats.rows_rejected) == (109, 1)
     assert await pool.fetchval("SELECT count(*) FROM port_counters") == 109
 
@@ -116,7 +116,30 @@ async def test_a_column_type_changed_under_the_writer_loses_no_row(pool: asyncpg
     await w.flush()  # sent as float4 into a float8 column: refused, written by asyncpg, kinds read again
     await w.put(samples(50, start=100))
     await w.close()
-    assert (w.stats.rows_written, w.stats.rows_rejected, w.stats.binary_batches) == (150, 0, 2)
+    assert (w.stats.rows_written, w.stats.rows_rejected) == (150, 0)
+    assert (w.stats.binary_batches, w.stats.asyncpg_batches) == (2, 1)
     stored = await pool.fetch("SELECT in_octets, interval_s FROM port_counters ORDER BY time")
     sent = [*samples(50), *samples(50, start=50), *samples(50, start=100)]
     assert [(r["in_octets"], r["interval_s"]) for r in stored] == [(s.in_octets, s.interval_s) for s in sent]
+
+
+async def test_a_batch_that_collides_goes_to_the_conflict_path_not_through_asyncpg_again(
+    pool: asyncpg.Pool, caplog: pytest.LogCaptureFixture
+) -> None:
+    w = BatchWriter(pool, "port_counters", PortSample._fields, WriterConfig(batch_rows=50))
+    await w.put(samples(50))
+    await w.flush()
+    await w.put(samples(60))  # a reconnect's replay: 50 stored already, 10 new
+    await w.close()
+    assert (w.stats.rows_written, w.stats.rows_duplicate, w.stats.conflict_batches) == (60, 50, 1)
+    assert (w.stats.binary_batches, w.stats.asyncpg_batches) == (2, 0)  # the colliding one: staged
+    assert "binary COPY was refused" not in caplog.text
+
+
+async def test_a_table_whose_name_needs_quoting_is_still_encoded_in_c(pool: asyncpg.Pool) -> None:
+    await pool.execute('CREATE TABLE "Port Counters" (LIKE port_counters INCLUDING DEFAULTS)')
+    w = BatchWriter(pool, "Port Counters", PortSample._fields, WriterConfig(batch_rows=20))
+    await w.put(samples(20))
+    await w.close()
+    assert (w.stats.rows_written, w.stats.binary_batches) == (20, 1)
+    assert await pool.fetchval('SELECT count(*) FROM "Port Counters"') == 20

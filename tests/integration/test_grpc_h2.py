@@ -104,14 +104,15 @@ async def test_messages_written_one_at_a_time_are_read_together_and_every_one_ar
 
     reads = {}
     async with grpc_server(trickle) as port:
-        for coalesce_s in (0.0, 0.01):
+        for coalesce_s in (0.0, 0.05):
             conn = await grpc_h2.connect("127.0.0.1", port, keepalive_s=0, coalesce_s=coalesce_s)
             _OPEN.append(conn)
             stream = conn.open("/test.T/Call", (), 1 << 24)
             await stream.write(b"go")
             assert await read_all(stream) == payloads
             reads[coalesce_s] = conn.reads
-    assert reads[0.01] * 3 < reads[0.0], reads
+    # ~100 sends apart read as they come; at 50 ms a pause, a handful (the loaded machine's too)
+    assert reads[0.05] * 3 < reads[0.0], reads
 
 
 async def test_a_status_and_its_message_reach_the_caller_decoded() -> None:
