@@ -308,6 +308,18 @@ rate_of(PyObject *deltas, PyObject *name, double scale, double *out, double *dt_
     return 1;
 }
 
+/* A rate within ``limit`` goes into its slot; one above it is absurd: dropped and counted. */
+static void
+keep_rate(double value, double limit, int slot, double *rates, int *has, long *absurd)
+{
+    if (value > limit) {
+        (*absurd)++;
+    } else {
+        rates[slot] = value;
+        has[slot] = 1;
+    }
+}
+
 #define ROW_HEAD 5
 #define ROW_RATES 10 /* interval_s, in/out bps, in/out pps, five per-second rates */
 /* rate_names: in_octets, its three packet counters, out_octets, its three, then the five per-second */
@@ -354,12 +366,7 @@ port_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 goto hand_back;
             }
             if (r) {
-                if (bps > max_bps) {
-                    absurd++;
-                } else {
-                    rates[1 + dir] = bps;
-                    has[1 + dir] = 1;
-                }
+                keep_rate(bps, max_bps, 1 + dir, rates, has, &absurd);
             }
             double pps = 0.0, one;
             int all = 1;
@@ -375,12 +382,7 @@ port_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 pps = k == 1 ? one : pps + one; /* a + b + c, left to right, as _rates adds them */
             }
             if (all) {
-                if (pps > max_pps) {
-                    absurd++;
-                } else {
-                    rates[3 + dir] = pps;
-                    has[3 + dir] = 1;
-                }
+                keep_rate(pps, max_pps, 3 + dir, rates, has, &absurd);
             }
         }
         for (int k = 0; k < 5; k++) {
@@ -390,12 +392,7 @@ port_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 goto hand_back;
             }
             if (r) {
-                if (ps > max_pps) {
-                    absurd++;
-                } else {
-                    rates[5 + k] = ps;
-                    has[5 + k] = 1;
-                }
+                keep_rate(ps, max_pps, 5 + k, rates, has, &absurd);
             }
         }
         for (Py_ssize_t i = 0; i < n; i++) { /* interval_s: that of the first counter with a delta */

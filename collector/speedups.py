@@ -2,15 +2,17 @@
 
 ``hatch_build.py`` compiles them at install; without a compiler, or with
 ``FABRICMON_PURE_PYTHON=1`` in the environment (benchmarks compare the two), :data:`fast_values`,
-:data:`deltas` and :data:`port_row` are None and the callers run their Python. The Python is the reference: the C
-does what it does or hands the input back (tests/unit/test_speedups.py).
+:data:`deltas` and :data:`port_row` are None and the callers run their Python (fabric/native.py).
+The Python is the reference: the C does what it does or hands the input back
+(tests/unit/test_speedups.py).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from fabric.native import load
 
 FastValues = Callable[[Sequence[bytes], dict[bytes, Any], list[Any]], int]
 Deltas = Callable[
@@ -22,18 +24,8 @@ Deltas = Callable[
 #: -> (row, absurd)
 PortRow = Callable[..., tuple[Any, int] | None]
 
-fast_values: FastValues | None = None
-deltas: Deltas | None = None
-port_row: PortRow | None = None
-#: Why the C is not in use ("" when it is).
-unavailable = ""
-
-if os.environ.get("FABRICMON_PURE_PYTHON", "") not in ("", "0"):
-    unavailable = "FABRICMON_PURE_PYTHON is set"
-else:
-    try:
-        from collector import _speedups
-    except ImportError as e:  # not built: no compiler at install
-        unavailable = f"not built ({e})"
-    else:
-        fast_values, deltas, port_row = _speedups.fast_values, _speedups.deltas, _speedups.port_row
+#: The extension, and why it is not in use ("" when it is).
+_module, unavailable = load("collector._speedups")
+fast_values: FastValues | None = None if _module is None else _module.fast_values
+deltas: Deltas | None = None if _module is None else _module.deltas
+port_row: PortRow | None = None if _module is None else _module.port_row

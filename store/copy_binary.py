@@ -15,11 +15,12 @@ schema kept here: a migration that changes a column's type changes what is sent.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import asyncpg
+
+from fabric.native import load
 
 #: PostgreSQL type name -> the kind letter store/_copy_binary.c encodes.
 KINDS = {
@@ -35,18 +36,9 @@ KINDS = {
 
 Encode = Callable[[Sequence[tuple[Any, ...]], str], bytes | None]
 
-_encode: Encode | None = None
-#: Why the C is not in use ("" when it is).
-unavailable = ""
-if os.environ.get("FABRICMON_PURE_PYTHON", "") not in ("", "0"):
-    unavailable = "FABRICMON_PURE_PYTHON is set"
-else:
-    try:
-        from store import _copy_binary
-    except ImportError as e:  # not built: no compiler at install
-        unavailable = f"not built ({e})"
-    else:
-        _encode = _copy_binary.encode
+#: The extension, and why it is not in use ("" when it is).
+_module, unavailable = load("store._copy_binary")
+_encode: Encode | None = None if _module is None else _module.encode
 
 _COLUMN_TYPES = """
 SELECT a.attname, t.typname
