@@ -25,7 +25,9 @@ Deltas = Callable[
 PortRow = Callable[..., tuple[Any, int] | None]
 
 #: The extension, and why it is not in use ("" when it is).
-_module, unavailable = load("collector._speedups")
+#: collector/_speedups.c's ABI constant: raised with any change of a function's arguments or results.
+ABI = 2
+_module, unavailable = load("collector._speedups", ABI)
 fast_values: FastValues | None = None if _module is None else _module.fast_values
 deltas: Deltas | None = None if _module is None else _module.deltas
 port_row: PortRow | None = None if _module is None else _module.port_row

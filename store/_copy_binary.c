@@ -304,5 +304,11 @@ PyInit__copy_binary(void)
     if (PyDateTimeAPI == NULL) {
         return NULL;
     }
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* store/copy_binary.py ABI: raised with any change of encode's arguments or results */
+    if (m != NULL && PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

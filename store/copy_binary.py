@@ -37,7 +37,9 @@ KINDS = {
 Encode = Callable[[Sequence[tuple[Any, ...]], str], bytes | None]
 
 #: The extension, and why it is not in use ("" when it is).
-_module, unavailable = load("store._copy_binary")
+#: store/_copy_binary.c's ABI constant.
+ABI = 1
+_module, unavailable = load("store._copy_binary", ABI)
 _encode: Encode | None = None if _module is None else _module.encode
 
 _COLUMN_TYPES = """
@@ -58,13 +60,20 @@ def kinds_of(types: dict[str, str], columns: Sequence[str]) -> str | None:
     return "".join(out)
 
 
+class UnknownTable(LookupError):
+    """The catalog has no table by that name (yet: a database being re-created)."""
+
+
 async def column_kinds(conn: asyncpg.Connection, table: str, columns: Sequence[str]) -> str | None:
-    """The kinds of ``table``'s ``columns`` as the database has them; None: not encodable here (a
-    table the catalog does not know by that name included: asyncpg's COPY then says what is wrong).
-    The name is one identifier, quoted as asyncpg's ``copy_records_to_table`` quotes it."""
+    """The kinds of ``table``'s ``columns`` as the database has them; None: not encodable here.
+    :class:`UnknownTable` when there is no such table: asyncpg's COPY then says what is wrong, and
+    the caller asks again later. The name is one identifier, quoted as asyncpg's
+    ``copy_records_to_table`` quotes it."""
     if _encode is None:
         return None
     types = {r["attname"]: r["typname"] for r in await conn.fetch(_COLUMN_TYPES, table)}
+    if not types:
+        raise UnknownTable(table)
     return kinds_of(types, columns)
 
 
@@ -73,4 +82,4 @@ def encode(rows: Sequence[tuple[Any, ...]], kinds: str) -> bytes | None:
     return None if _encode is None else _encode(rows, kinds)
 
 
-__all__ = ["KINDS", "column_kinds", "encode", "kinds_of", "unavailable"]
+__all__ = ["ABI", "KINDS", "UnknownTable", "column_kinds", "encode", "kinds_of", "unavailable"]

@@ -42,7 +42,7 @@ import asyncpg
 
 from fabric.supervise import TaskHealth, backoff_s, supervise
 from store.config import WriterConfig
-from store.copy_binary import column_kinds, encode
+from store.copy_binary import UnknownTable, column_kinds, encode
 from store.db import StoreUnavailable
 from store.shard_leases import Fence, Fenced
 from store.spool import Spool
@@ -505,7 +505,10 @@ class BatchWriter:
         """The batch as a binary COPY stream encoded in C (store/copy_binary.py), or None: asyncpg
         encodes it (the C is not built, a column type or a value it does not take)."""
         if columns not in self._kinds:
-            self._kinds[columns] = await column_kinds(conn, self.table, columns)
+            try:
+                self._kinds[columns] = await column_kinds(conn, self.table, columns)
+            except UnknownTable:  # not there yet: asyncpg's COPY says so; asked again next batch
+                return None
         kinds = self._kinds[columns]
         return None if kinds is None else encode(batch, kinds)  # type: ignore[arg-type]
 

@@ -13,6 +13,7 @@ import pytest
 
 from store import copy_binary
 from store.config import WriterConfig
+from store.db import StoreUnavailable
 from store.records import I64_MAX, PfcSample, PortSample
 from store.writer import BatchWriter
 
@@ -143,3 +144,17 @@ async def test_a_table_whose_name_needs_quoting_is_still_encoded_in_c(pool: asyn
     await w.close()
     assert (w.stats.rows_written, w.stats.binary_batches) == (20, 1)
     assert await pool.fetchval('SELECT count(*) FROM "Port Counters"') == 20
+
+
+async def test_a_table_created_after_the_first_write_is_still_encoded_in_c(pool: asyncpg.Pool) -> None:
+    """A database being re-created: the first batch finds no table (kept), the next ones are binary."""
+    await pool.execute("ALTER TABLE port_counters RENAME TO port_counters_away")
+    w = BatchWriter(pool, "port_counters", PortSample._fields, WriterConfig(batch_rows=10, retry_max_s=0.1))
+    await w.put(samples(10))
+    with pytest.raises(StoreUnavailable):
+        await w.flush()  # no spool: the batch stays buffered
+    await pool.execute("ALTER TABLE port_counters_away RENAME TO port_counters")
+    await w.flush(force=True)
+    await w.put(samples(10, start=10))
+    await w.close()
+    assert (w.stats.rows_written, w.stats.binary_batches, w.stats.asyncpg_batches) == (20, 2, 0)
