@@ -313,11 +313,10 @@ class Connection(asyncio.Protocol):
         self._keepalive_s, self._keepalive_timeout_s = keepalive_s, keepalive_timeout_s
         self._coalesce_s = coalesce_s
         self._coalesce_below = COALESCE_BELOW
-        self._reading_paused = False
+        #: Pending while reading is paused (read coalescing).
         self._resume_timer: asyncio.TimerHandle | None = None
-        #: Socket reads, and those after which reading paused (read coalescing).
+        #: Socket reads.
         self.reads = 0
-        self.coalesced = 0
         self._transport: asyncio.Transport | None = None
         self._rest = b""  # a frame's start, waiting for the rest of it
         self._streams: dict[int, Stream] = {}
@@ -381,7 +380,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._last_received = time.monotonic()
         self.reads += 1
-        if self._coalesce_s > 0 and len(data) < self._coalesce_below and not self._reading_paused:
+        if self._coalesce_s > 0 and len(data) < self._coalesce_below and self._resume_timer is None:
             self._pause_reading()
         if self._rest:
             data, self._rest = self._rest + data, b""
@@ -418,12 +417,9 @@ class Connection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         transport.pause_reading()
-        self._reading_paused = True
-        self.coalesced += 1
         self._resume_timer = asyncio.get_running_loop().call_later(self._coalesce_s, self._resume_reading)
 
     def _resume_reading(self) -> None:
-        self._reading_paused = False
         self._resume_timer = None
         transport = self._transport
         if transport is not None and not transport.is_closing():
