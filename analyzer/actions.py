@@ -179,7 +179,7 @@ def uplink_loss(fabric: Fabric, switch: str, lost: int) -> float:
     ups = sum(1 for p in fabric.ports(switch) if p.peer is not None and p.direction == "up")
     if ups == 0:
         return 0.0
-    per_gpu = fabric.params.speed_gbps / 8
+    per_gpu = fabric.gpu_speed_gbps / 8
     return efficiency_loss(per_gpu, per_gpu * max(0.0, 1 - lost / ups))
 
 

@@ -88,7 +88,7 @@ def fabric_label(config: Config, fabric: Fabric) -> str:
     """The ``fabric`` label: the inventory file's name without its extension, or ``aipod-<gpus>``."""
     if config.fabric.inventory is not None:
         return config.fabric.inventory.stem
-    return f"aipod-{fabric.params.gpus}"
+    return fabric.label
 
 
 def incident_url(external_url: str | None, alert_id: int) -> str | None:

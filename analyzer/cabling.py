@@ -9,23 +9,21 @@ layer instead of staying in the rail.
 
 from __future__ import annotations
 
-import re
-
 from analyzer.context import CheckContext
 from analyzer.findings import Finding, blast_radius
-from fabric.model import NIC_PORT_PREFIX, Endpoint, Role
+from fabric.model import Endpoint, Role
 from store.db import Connection
-
-_NIC = re.compile(rf"^{NIC_PORT_PREFIX}(\d+)$")
 
 #: The suspects, found in SQL against the stored design (``links``): a leaf seeing a server NIC
 #: that the design cables elsewhere, or a spine of another rail. Python then explains each one.
-#: At 16K GPUs this returns a handful of rows instead of 33K.
+#: At 16K GPUs this returns a handful of rows instead of 33K. A server's NIC is named by the
+#: port id or, as lldpd sends it by default (the port id a MAC), by the port description.
 _SQL = """
-SELECT n.switch, n.port, n.system_name, n.port_id, n.seen_at
+SELECT n.switch, n.port, n.system_name, l.a_port AS nic, n.port_id, n.seen_at
 FROM lldp_neighbors n
 JOIN switches s ON s.name = n.switch AND s.role = 'leaf'
-LEFT JOIN links l ON l.a_node = n.system_name AND l.a_port = n.port_id AND l.kind = 'server-leaf'
+LEFT JOIN links l ON l.a_node = n.system_name AND l.a_port IN (n.port_id, n.port_description)
+                 AND l.kind = 'server-leaf'
 LEFT JOIN switches r ON r.name = n.system_name
 WHERE (l.a_node IS NOT NULL AND (l.b_node <> n.switch OR l.b_port <> n.port))
    OR (r.role = 'spine' AND r.rail IS DISTINCT FROM s.rail)
@@ -42,10 +40,10 @@ async def check_cabling(conn: Connection, ctx: CheckContext) -> list[Finding]:
         local = fabric.switches.get(switch)
         if local is None or local.role is not Role.LEAF:
             continue
-        nic = _NIC.match(remote_port or "")
-        if remote in fabric.servers and nic is not None:
-            gpu = int(nic.group(1))
-            designed = fabric.peer(Endpoint(remote, remote_port))
+        nic = r["nic"]
+        gpu = fabric.nic_rail(remote, nic) if nic is not None and remote in fabric.servers else None
+        if gpu is not None:
+            designed = fabric.peer(Endpoint(remote, nic))
             if designed is None:
                 continue
             expected, designed_port = designed.node, designed.port
@@ -58,7 +56,7 @@ async def check_cabling(conn: Connection, ctx: CheckContext) -> list[Finding]:
                     key=f"{remote}:gpu{gpu}",
                     severity="critical" if wrong_leaf else "warning",
                     summary=(
-                        f"{remote} GPU {gpu} is cabled to {switch}:{port}, expected {expected}:{designed_port}"
+                        f"{remote} {nic} (GPU {gpu}) is cabled to {switch}:{port}, expected {expected}:{designed_port}"
                         + (
                             f" (rail {local.rail} instead of rail {fabric.switches[expected].rail})"
                             if wrong_leaf
@@ -69,6 +67,7 @@ async def check_cabling(conn: Connection, ctx: CheckContext) -> list[Finding]:
                     details={
                         "server": remote,
                         "gpu": gpu,
+                        "nic": nic,
                         "expected_leaf": expected,
                         "expected_port": designed_port,
                         "actual_leaf": switch,

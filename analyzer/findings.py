@@ -127,4 +127,4 @@ def _pairs(fabric: Fabric, switch: str, port: str | None) -> set[tuple[str, int]
     below = fabric.servers_on(switch)
     if sw.rail is not None:
         return {(srv, sw.rail) for srv in below}
-    return {(srv, r) for srv in below for r in range(1, fabric.params.rails + 1)}
+    return {(srv, r) for srv in below for r in range(1, fabric.rails + 1)}

@@ -223,10 +223,11 @@ def place_of(f: Finding, fabric: Fabric | None = None) -> dict[str, Any]:
         switch = d.get("bottleneck") if isinstance(d.get("bottleneck"), str) else None
     elif f.rule == "pfc_storm":
         # the storm's origin port is the key's "switch:port" (details.origin.port says the same)
+        # (a port name may hold ':' itself, as Junos breakouts do: the priority is the last field)
         switch, _, rest = f.key.partition(":")
-        port = rest.partition(":")[0] or None
+        port = rest.rpartition(":")[0] or None
     elif ":" in f.key:
-        switch, port = f.key.split(":", 2)[:2]
+        switch, port = f.key.split(":", 1)
     else:
         switch = f.key
     if fabric is not None and switch in fabric.switches and rail is None:

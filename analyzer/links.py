@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from analyzer.findings import Scope, blast_radius
-from fabric.model import TIER, Endpoint, Fabric
+from fabric.model import TIER, Endpoint, Fabric, natural_key
 
 PortKey = tuple[str, str]
 
@@ -79,8 +79,6 @@ def clock(t: datetime) -> str:
     return t.strftime("%H:%M:%S UTC")
 
 
-def port_order(port: str) -> tuple[str, int, str]:
-    """Sort key putting ``swp2`` before ``swp10``."""
-    head = port.rstrip("0123456789")
-    tail = port[len(head) :]
-    return (head, int(tail) if tail else -1, port)
+def port_order(port: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key putting ``swp2`` before ``swp10`` and ``Ethernet1/2`` before ``Ethernet1/10``."""
+    return natural_key(port)

@@ -123,7 +123,7 @@ async def check_oversubscription(conn: Connection, ctx: CheckContext) -> list[Fi
     ratios = switch_ratios(ctx.fabric, snap)
     ctx.results.ratios = [*ratios, *rollups(ctx.fabric, ratios)]
     t = ctx.thresholds
-    per_gpu_gbyte_s = ctx.fabric.params.speed_gbps / 8
+    per_gpu_gbyte_s = ctx.fabric.gpu_speed_gbps / 8
     findings: list[Finding] = []
     for r in ratios:
         if r.drift <= t.oversubscription_tolerance:

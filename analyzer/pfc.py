@@ -280,7 +280,7 @@ def _strength(x: Pausing) -> tuple[float, float, float, str, str]:
     return (x.ratio, x.load, x.sustained_s, x.switch, x.port)
 
 
-def _order(x: Pausing) -> tuple[str, tuple[str, int, str], int, str]:
+def _order(x: Pausing) -> tuple[str, tuple[tuple[int, int | str], ...], int, str]:
     return (x.switch, port_order(x.port), x.priority, x.direction)
 
 
@@ -367,7 +367,7 @@ def _speed(fabric: Fabric, switch: str, port: str, live: int | None) -> float:
         return float(live)
     sw = fabric.switches.get(switch)
     info = next((p for p in fabric.ports(switch) if p.name == port), None) if sw is not None else None
-    return (info.speed_gbps if info else sw.speed_gbps if sw else fabric.params.speed_gbps) * 1e9
+    return (info.speed_gbps if info else sw.speed_gbps if sw else fabric.gpu_speed_gbps) * 1e9
 
 
 def _after_quiet(time: datetime, interval_s: float, since: datetime) -> bool:

@@ -94,7 +94,7 @@ async def check_rail_capacity(conn: Connection, ctx: CheckContext) -> list[Findi
     if not caps:
         return []
     best = max(c.bottleneck_fraction for c in caps)
-    per_gpu = ctx.fabric.params.speed_gbps / 8
+    per_gpu = ctx.fabric.gpu_speed_gbps / 8
     findings: list[Finding] = []
     for c in caps:
         if c.bottleneck_fraction >= 1 - ctx.thresholds.rail_capacity_asymmetry or c.bottleneck is None:

@@ -12,10 +12,11 @@ faults compose and clearing one leaves the others in force. Choices:
 * ``link_down`` with ``removed``: the cable goes down as for a plain ``link_down`` and the
   port is marked not present (:attr:`SimPort.removed`) until the fault clears.
 * ``snmp_slow``: recorded on the switch; the SNMP agent reads it from ``SwitchInfo``.
-* ``miswire``: the NIC moves to the *same port number* on ``to_leaf`` (what a technician does
-  who picks the wrong switch). If that port is free, the NIC lands there and the designed port
-  goes dark; if it is taken, the two cables are swapped (both ports stay up, each sees the
-  other's server in LLDP, and each counts an unplug and a plug as two carrier transitions).
+* ``miswire``: the NIC moves to the port at the *same place* on ``to_leaf`` (what a technician
+  does who picks the wrong switch; :func:`~simulator.faults.miswire_target`). If that port is
+  free, the NIC lands there and the designed port goes dark; if it is taken, the two cables are
+  swapped (both ports stay up, each sees the other's server in LLDP, and each counts an unplug
+  and a plug as two carrier transitions).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from simulator.faults import AppliedFault, FaultConflict, FaultKind
+from fabric.model import Endpoint
+from simulator.faults import AppliedFault, FaultConflict, FaultKind, miswire_target
 from simulator.wiring import SimPort, Wire, Wiring
 
 if TYPE_CHECKING:
@@ -146,7 +148,9 @@ def _miswire(state: FabricState, fault: AppliedFault, t: int, *, undo: bool) -> 
     wiring, spec = state.wiring, fault.spec
     assert spec.port is not None and spec.to_leaf is not None
     home = wiring.port(fault.switch, spec.port)
-    target = wiring.port(spec.to_leaf, spec.port)
+    to_port = miswire_target(state.fabric, Endpoint(fault.switch, spec.port), spec.to_leaf)
+    assert to_port is not None  # resolve() checked it
+    target = wiring.port(spec.to_leaf, to_port)
     if not undo:
         _check_free(state, fault, home, target)
         fault.to_port = target.name
@@ -172,7 +176,7 @@ def _check_free(state: FabricState, fault: AppliedFault, home: SimPort, target: 
     for other in state.active():
         if other.spec.kind is FaultKind.MISWIRE and other.id != fault.id:
             assert other.spec.to_leaf is not None and other.spec.port is not None
-            ports = {(other.switch, other.spec.port), (other.spec.to_leaf, other.spec.port)}
+            ports = {(other.switch, other.spec.port), (other.spec.to_leaf, other.to_port)}
             for port in (home, target):
                 if (port.sw.name, port.name) in ports:
                     raise FaultConflict(f"{port.sw.name} {port.name} is already miswired by fault {other.id}")

@@ -21,8 +21,9 @@ reboot                 boot_s (5): seconds the switch stays down while it boots
 snmp_slow              delay_s (3): the switch's SNMP agent answers this many seconds late
 =====================  =====================================================================
 
-"First uplink" is ``swp{radix/2+1}`` on leaves and spines; a superspine has none, so its
-first cabled port stands in. ``boot_s``, ``removed``, ``delay_s`` and ``snmp_slow`` are
+"First uplink" is the first port (in the switch's port order) whose cable goes up; a switch of
+the top tier has none, so its first cabled port stands in. Ports are named as the inventory
+names them (``Ethernet1/1``, ``et-0/0/1:2``). ``boot_s``, ``removed``, ``delay_s`` and ``snmp_slow`` are
 additions to the SPEC's list.
 
 ``removed`` (a ``link_down`` of a pulled optic): the link is down at both ends, and the port
@@ -55,7 +56,7 @@ from enum import StrEnum
 from typing import Any
 
 from fabric.errors import FabricmonError
-from fabric.model import NIC_PORT_PREFIX, Endpoint, Fabric, Role, port_name, port_number
+from fabric.model import Endpoint, Fabric, Role
 
 
 class FaultError(FabricmonError, ValueError):
@@ -239,14 +240,14 @@ class AppliedFault:
 
 
 def first_uplink(fabric: Fabric, switch: str) -> str:
-    """The default port of a fault: ``swp{radix/2+1}``, or a superspine's first cabled port."""
-    sw = fabric.switches[switch]
-    if sw.role is not Role.SUPERSPINE:
-        return port_name(sw.radix // 2 + 1)
-    for number in range(1, sw.radix + 1):
-        if fabric.peer(Endpoint(switch, port_name(number))) is not None:
-            return port_name(number)
-    raise FaultError(f"superspine {switch} has no cabled port")
+    """The default port of a fault: the first cabled uplink, else (top tier) the first cabled port."""
+    cabled = [p for p in fabric.ports(switch) if p.peer is not None]
+    for p in cabled:
+        if p.direction == "up":
+            return p.name
+    if cabled:
+        return cabled[0].name
+    raise FaultError(f"{switch} has no cabled port")
 
 
 def resolve(fabric: Fabric, spec: FaultSpec, fault_id: str) -> FaultSpec:
@@ -260,13 +261,31 @@ def resolve(fabric: Fabric, spec: FaultSpec, fault_id: str) -> FaultSpec:
         raise FaultError(f"unknown switch {spec.switch!r}")
     if spec.kind in PORT_KINDS:
         port = spec.port or first_uplink(fabric, spec.switch)
-        number = port_number(port)
-        if number is None or number > sw.radix:
-            raise FaultError(f"unknown port {port!r} on {spec.switch} (swp1..swp{sw.radix})")
+        if port not in sw.port_names():
+            raise FaultError(f"unknown port {port!r} on {spec.switch} ({_some_ports(sw.port_names())})")
         if fabric.peer(Endpoint(spec.switch, port)) is None:
             raise FaultError(f"port {port} of {spec.switch} is not cabled")
         spec = replace(spec, port=port)
     return _with_defaults(spec, sw.speed_gbps)
+
+
+def _some_ports(names: tuple[str, ...]) -> str:
+    """``Ethernet1/1, Ethernet1/5, ... Ethernet64/5`` (at most four names of a switch's ports)."""
+    if len(names) <= 4:
+        return ", ".join(names)
+    return f"{', '.join(names[:2])}, ... {names[-1]}"
+
+
+def miswire_target(fabric: Fabric, home: Endpoint, to_leaf: str) -> str | None:
+    """The port of ``to_leaf`` at the same place as ``home`` on its leaf; None when it has none.
+
+    That is what a technician does who picks the wrong switch: the same cage, the wrong box.
+    """
+    position = next((p.number for p in fabric.ports(home.node) if p.name == home.port), None)
+    ports = fabric.ports(to_leaf)
+    if position is None or position > len(ports) or ports[position - 1].direction != "down":
+        return None
+    return ports[position - 1].name
 
 
 def _with_defaults(spec: FaultSpec, design_gbps: int) -> FaultSpec:
@@ -318,7 +337,8 @@ def _resolve_miswire(fabric: Fabric, spec: FaultSpec) -> FaultSpec:
         raise FaultError(f"unknown server {spec.server!r}")
     if not 1 <= spec.gpu <= server.gpus:
         raise FaultError(f"field 'gpu' must be 1..{server.gpus} (got {spec.gpu})")
-    home = fabric.peer(Endpoint(spec.server, f"{NIC_PORT_PREFIX}{spec.gpu}"))
+    nic = fabric.nic(spec.server, spec.gpu)
+    home = None if nic is None else fabric.peer(Endpoint(spec.server, nic))
     if home is None:
         raise FaultError(f"{spec.server} GPU {spec.gpu} is not cabled")
     if spec.switch is not None and spec.switch != home.node:
@@ -328,8 +348,6 @@ def _resolve_miswire(fabric: Fabric, spec: FaultSpec) -> FaultSpec:
         raise FaultError(f"field 'to_leaf' must name a leaf (got {spec.to_leaf!r})")
     if spec.to_leaf == home.node:
         raise FaultError(f"field 'to_leaf' must differ from the designed leaf {home.node}")
-    number = port_number(home.port)
-    assert number is not None
-    if number > target.radix // 2:
-        raise FaultError(f"{spec.to_leaf} has no down port {home.port}")
+    if miswire_target(fabric, home, spec.to_leaf) is None:
+        raise FaultError(f"{spec.to_leaf} has no down port where {home.port} is on {home.node}")
     return replace(spec, switch=home.node, port=home.port)

@@ -24,7 +24,7 @@ from typing import Any
 
 from pygnmi.spec.v080 import gnmi_pb2
 
-from fabric.model import port_number
+from fabric.model import natural_key
 from simulator.gnmi_paths import (
     IF_FIELDS,
     LEAVES,
@@ -134,7 +134,7 @@ class ReplayView:
         if switch != self.header.switch:
             return []
         self._advance()
-        names = sorted(self._ports, key=lambda n: (port_number(n) or 1 << 30, n))
+        names = sorted(self._ports, key=natural_key)
         return [self._counters(name, i + 1) for i, name in enumerate(names)]
 
     def lldp(self, switch: str) -> list[LldpNeighbor]:
@@ -142,7 +142,7 @@ class ReplayView:
             return []
         self._advance()
         out: list[LldpNeighbor] = []
-        names = sorted(self._ports, key=lambda n: (port_number(n) or 1 << 30, n))
+        names = sorted(self._ports, key=natural_key)
         for index, name in enumerate(names, start=1):
             for _, nbr in sorted(self._ports[name].lldp.items()):
                 out.append(

@@ -56,7 +56,16 @@ from simulator.snmp_ber import (
     encode_value,
     tlv,
 )
-from simulator.view import PFC_PRIORITIES, FabricView, LldpNeighbor, PortCounters, SwitchInfo
+from simulator.view import (
+    LLDP_PORT_IFNAME,
+    LLDP_PORT_LOCAL,
+    LLDP_PORT_MAC,
+    PFC_PRIORITIES,
+    FabricView,
+    LldpNeighbor,
+    PortCounters,
+    SwitchInfo,
+)
 
 Value = int | bytes | OID
 
@@ -65,7 +74,6 @@ SYS_OBJECT_ID: OID = (1, 3, 6, 1, 4, 1, 32473, 1, 1)
 IF_MTU = 9216
 IF_TYPE_ETHERNET = 6  # ethernetCsmacd
 LLDP_CHASSIS_MAC, LLDP_CHASSIS_LOCAL = 4, 7
-LLDP_PORT_IFNAME = 5
 _TRUE, _FALSE = 1, 2  # SNMPv2-TC TruthValue
 _MAC = re.compile(r"^[0-9A-Fa-f]{2}([:-][0-9A-Fa-f]{2}){5}$")
 
@@ -130,6 +138,24 @@ class Table:
 
 def _text(s: str) -> bytes:
     return s.encode("utf-8", "replace")
+
+
+def _local_port(p: PortCounters, c: MibContext) -> tuple[int, bytes, bytes]:
+    """(lldpLocPortIdSubtype, lldpLocPortId, lldpLocPortDesc) of a port, as its NOS sends them.
+
+    Junos: a locally assigned id (the ifIndex) and the interface name as the description;
+    the others: the interface name, and the description the port carries.
+    """
+    if c.info.nos == "junos":
+        return LLDP_PORT_LOCAL, _text(str(p.if_index)), _text(p.name)
+    return LLDP_PORT_IFNAME, _text(p.name), _text(p.description)
+
+
+def _port_id(n: LldpNeighbor) -> bytes:
+    """lldpRemPortId: six octets for a MAC port id, the text otherwise."""
+    if n.port_id_subtype == LLDP_PORT_MAC and _MAC.match(n.port_id):
+        return bytes(int(h, 16) for h in re.split("[:-]", n.port_id))
+    return _text(n.port_id)
 
 
 def _chassis(n: LldpNeighbor) -> tuple[int, bytes]:
@@ -219,15 +245,15 @@ _DEFINITIONS: tuple[Scalar | Table, ...] = (
     ), _port_rows),
     Scalar("lldpLocSysName", (1, 0, 8802, 1, 1, 2, 1, 3, 3), OCTET_STRING, lambda c: _text(c.info.name)),
     Table("lldpLocPortTable", (1, 0, 8802, 1, 1, 2, 1, 3, 7, 1), (
-        _C(2, "lldpLocPortIdSubtype", INTEGER, lambda p, c: LLDP_PORT_IFNAME),
-        _C(3, "lldpLocPortId", OCTET_STRING, lambda p, c: _text(p.name)),
-        _C(4, "lldpLocPortDesc", OCTET_STRING, lambda p, c: _text(p.description)),
+        _C(2, "lldpLocPortIdSubtype", INTEGER, lambda p, c: _local_port(p, c)[0]),
+        _C(3, "lldpLocPortId", OCTET_STRING, lambda p, c: _local_port(p, c)[1]),
+        _C(4, "lldpLocPortDesc", OCTET_STRING, lambda p, c: _local_port(p, c)[2]),
     ), _port_rows),
     Table("lldpRemTable", (1, 0, 8802, 1, 1, 2, 1, 4, 1, 1), (
         _C(4, "lldpRemChassisIdSubtype", INTEGER, lambda n, c: _chassis(n)[0]),
         _C(5, "lldpRemChassisId", OCTET_STRING, lambda n, c: _chassis(n)[1]),
-        _C(6, "lldpRemPortIdSubtype", INTEGER, lambda n, c: LLDP_PORT_IFNAME),
-        _C(7, "lldpRemPortId", OCTET_STRING, lambda n, c: _text(n.port_id)),
+        _C(6, "lldpRemPortIdSubtype", INTEGER, lambda n, c: n.port_id_subtype),
+        _C(7, "lldpRemPortId", OCTET_STRING, lambda n, c: _port_id(n)),
         _C(8, "lldpRemPortDesc", OCTET_STRING, lambda n, c: _text(n.port_description)),
         _C(9, "lldpRemSysName", OCTET_STRING, lambda n, c: _text(n.system_name)),
     ), _lldp_rows),

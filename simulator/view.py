@@ -15,15 +15,19 @@ from dataclasses import dataclass
 from typing import Protocol
 
 PFC_PRIORITIES = 8
+#: LldpPortIdSubtype values (LLDP-MIB) the simulated devices send.
+LLDP_PORT_MAC = 3
+LLDP_PORT_IFNAME = 5
+LLDP_PORT_LOCAL = 7
 
 
 @dataclass(slots=True)
 class PortCounters:
     """One port's state and counters at one instant."""
 
-    name: str  # "swp1"
-    if_index: int  # 1-based, stable (IF-MIB ifIndex)
-    description: str  # ifAlias / description: the designed peer, e.g. "sp-r1-1:swp3"
+    name: str  # as the inventory names it: "swp1", "Ethernet1/1", "et-0/0/1:2"
+    if_index: int  # stable, in the NOS's own scheme (IF-MIB ifIndex; fabric.naming.if_index)
+    description: str  # ifAlias / description: the designed peer, e.g. "sp-r1-1:Ethernet3/1"
     admin_up: bool
     oper_up: bool
     speed_bps: int  # live speed (a degraded 400G port reports 200G)
@@ -60,8 +64,9 @@ class LldpNeighbor:
     local_if_index: int
     chassis_id: str  # e.g. a MAC-like id derived from the name
     system_name: str  # "srv-g1-001" or "sp-r1-1"
-    port_id: str  # "nic3" or "swp17"
-    port_description: str
+    port_id: str  # "Ethernet17/1"; a MAC for a server (lldpd); an ifIndex for a Junos port
+    port_description: str  # a server's NIC name ("mlx5_2"); a Junos port's name
+    port_id_subtype: int = LLDP_PORT_IFNAME  # how to read ``port_id`` (LldpPortIdSubtype)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,7 @@ class SwitchInfo:
     boot_time_ns: int  # sysUpTime = now - boot_time
     reachable: bool  # False while a `switch_unreachable` fault (or a reboot) silences it
     snmp_delay_s: float = 0.0  # how late its SNMP agent answers (an ``snmp_slow`` fault)
+    nos: str | None = None  # the NOS it runs, as the inventory says (its LLDP and ifIndex follow it)
 
 
 #: Called with (switch, port or None) whenever something ON_CHANGE subscribers care about changes

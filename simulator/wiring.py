@@ -19,6 +19,7 @@ import functools
 import random
 
 from fabric.model import Endpoint, Fabric, LinkKind, Role
+from fabric.naming import if_index
 from simulator.traffic import (
     ROCE_PRIORITY,
     Flow,
@@ -30,7 +31,7 @@ from simulator.traffic import (
     pause_share,
     spine_up_rates,
 )
-from simulator.view import LldpNeighbor, PortCounters
+from simulator.view import LLDP_PORT_IFNAME, LLDP_PORT_LOCAL, LLDP_PORT_MAC, LldpNeighbor, PortCounters
 
 #: Share of a storm's pause rate that the paused switch sends on each of its other live ports.
 PFC_SPREAD = 0.25
@@ -41,11 +42,13 @@ _GBPS = 1_000_000_000
 class SimSwitch:
     """One simulated switch; ``booting`` / ``unreachable`` hold the ids of the faults causing it."""
 
-    __slots__ = ("boot_ns", "booting", "downs", "name", "ports", "role", "snmp_delay", "unreachable", "ups")
+    __slots__ = ("boot_ns", "booting", "by_name", "downs", "name", "nos", "ports", "role", "snmp_delay", "unreachable",
+                 "ups")  # fmt: skip
 
-    def __init__(self, name: str, role: Role, boot_ns: int) -> None:
-        self.name, self.role, self.boot_ns = name, role, boot_ns
+    def __init__(self, name: str, role: Role, boot_ns: int, nos: str | None = None) -> None:
+        self.name, self.role, self.boot_ns, self.nos = name, role, boot_ns, nos
         self.ports: list[SimPort] = []
+        self.by_name: dict[str, SimPort] = {}
         self.downs: list[SimPort] = []
         self.ups: list[SimPort] = []
         self.booting: set[str] = set()
@@ -61,8 +64,8 @@ class SimPort:
 
     __slots__ = ("base", "desc", "fin", "fout", "if_index", "name", "removed", "sw", "wire")
 
-    def __init__(self, sw: SimSwitch, number: int) -> None:
-        self.sw, self.if_index, self.name = sw, number, f"swp{number}"
+    def __init__(self, sw: SimSwitch, name: str, if_index: int) -> None:
+        self.sw, self.if_index, self.name = sw, if_index, name
         self.desc = ""
         self.removed: set[str] = set()
         self.base: PortCounters | None = None
@@ -127,10 +130,12 @@ class Wiring:
     def _build(self, fabric: Fabric, rng: random.Random) -> None:
         t0 = self.origin_ns
         for name, info in fabric.switches.items():
-            sw = self.switches[name] = SimSwitch(name, info.role, t0)
-            sw.ports = [SimPort(sw, n) for n in range(1, info.radix + 1)]
-            half = info.radix if info.role is Role.SUPERSPINE else info.radix // 2
-            sw.downs, sw.ups = sw.ports[:half], sw.ports[half:]
+            sw = self.switches[name] = SimSwitch(name, info.role, t0, info.nos)
+            plan = fabric.ports(name)
+            sw.ports = [SimPort(sw, p.name, if_index(info.nos, p.number)) for p in plan]
+            sw.by_name = {p.name: p for p in sw.ports}
+            sw.downs = [port for port, p in zip(sw.ports, plan, strict=True) if p.direction == "down"]
+            sw.ups = [port for port, p in zip(sw.ports, plan, strict=True) if p.direction == "up"]
         for link in fabric.links:
             b = self.port(link.b.node, link.b.port)
             speed = link.speed_gbps * _GBPS
@@ -152,13 +157,11 @@ class Wiring:
                     port.fin, port.fout = self._flow(rng), self._flow(rng)
 
     def port(self, switch: str, port: str) -> SimPort:
-        """The port ``port`` (``swpN``) of ``switch``; KeyError when there is none."""
-        ports = self.switches[switch].ports
-        digits = port[3:]
-        number = int(digits) if port.startswith("swp") and digits.isdigit() else 0
-        if not 1 <= number <= len(ports):
-            raise KeyError(f"{switch}:{port}")
-        return ports[number - 1]
+        """The port named ``port`` of ``switch``; KeyError when there is none."""
+        try:
+            return self.switches[switch].by_name[port]
+        except KeyError:
+            raise KeyError(f"{switch}:{port}") from None
 
     # -- changes ------------------------------------------------------------------------
 
@@ -336,13 +339,21 @@ class Wiring:
             if not wire.oper:
                 continue
             if wire.server is not None:
+                # lldpd's defaults on a Linux host: the port id is the interface's MAC, and the
+                # port description carries its name
                 node, remote = wire.server.node, wire.server.port
-                desc = f"{node} {remote} (GPU {remote.removeprefix('nic')})"
+                port_id, desc, subtype = chassis_id(f"{node}/{remote}"), remote, LLDP_PORT_MAC
             else:
                 peer = port.peer()
                 assert peer is not None
-                node, remote, desc = peer.sw.name, peer.name, peer.desc
-            out.append(LldpNeighbor(port.name, port.if_index, chassis_id(node), node, remote, desc))
+                node = peer.sw.name
+                if peer.sw.nos == "junos":
+                    # Junos sends a locally assigned port id, the interface's SNMP ifIndex, and
+                    # its name as the port description
+                    port_id, desc, subtype = str(peer.if_index), peer.name, LLDP_PORT_LOCAL
+                else:
+                    port_id, desc, subtype = peer.name, peer.desc, LLDP_PORT_IFNAME
+            out.append(LldpNeighbor(port.name, port.if_index, chassis_id(node), node, port_id, desc, subtype))
         return out
 
 

@@ -41,9 +41,11 @@ def fabric_digest(fabric: Fabric) -> str:
     """A stable digest of the design (params, switches, servers, links)."""
     h = hashlib.sha256(json.dumps(_params(fabric), sort_keys=True).encode())
     for s in sorted(fabric.switches.values(), key=lambda s: s.name):
-        h.update(f"{s.name}|{s.role}|{s.group}|{s.rail}|{s.plane}|{s.radix}|{s.speed_gbps}|{s.mgmt_address}\n".encode())
+        h.update(f"{s.name}|{s.role}|{s.group}|{s.rail}|{s.plane}|{s.radix}|{s.speed_gbps}|{s.mgmt_address}".encode())
+        h.update(f"|{s.nos}|{','.join(s.ports)}\n".encode() if s.ports or s.nos else b"\n")
     for v in sorted(fabric.servers.values(), key=lambda v: v.name):
-        h.update(f"{v.name}|{v.group}|{v.index}|{v.gpus}\n".encode())
+        h.update(f"{v.name}|{v.group}|{v.index}|{v.gpus}".encode())
+        h.update(f"|{v.nics}\n".encode() if v.nics else b"\n")
     for ln in fabric.links:
         h.update(f"{ln.a.node}:{ln.a.port}>{ln.b.node}:{ln.b.port}|{ln.kind}|{ln.speed_gbps}\n".encode())
     return h.hexdigest()
@@ -151,4 +153,6 @@ async def record_discovered(
 
 def _params(fabric: Fabric) -> dict[str, object]:
     p = fabric.params
+    if p is None:  # a cabling plan: its name and figures
+        return {"name": fabric.label, "gpus": fabric.gpus, "rails": fabric.rails, "speed_gbps": fabric.gpu_speed_gbps}
     return {"gpus": p.gpus, "rails": p.rails, "radix": p.radix, "speed_gbps": p.speed_gbps}

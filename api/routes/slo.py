@@ -22,7 +22,7 @@ ESTIMATE_DAYS = 30.0
 def sizes(fabric: Fabric) -> list[int]:
     """Job sizes worth estimating: one group, powers of two up to the fabric, the whole fabric."""
     total = sum(s.gpus for s in fabric.servers.values())
-    out = {fabric.params.group_gpus, total}
+    out = {fabric.group_gpus, total}
     n = 1024
     while n < total:
         out.add(n)

@@ -244,7 +244,7 @@ def test_the_mounted_config_loads_with_the_services_environment(secrets_dir: Pat
     sim = services["simulator"]["command"]
     config = load_config(config_path, env=service_env(services["collector"]))
     fabric = fabric_of(config)
-    assert fabric.params.gpus == int(sim[sim.index("--gpus") + 1])
+    assert fabric.gpus == int(sim[sim.index("--gpus") + 1])
     the_plan = plan(config, fabric)
     assert the_plan.unmatched == [] and the_plan.switches == len(fabric.switches)
     sim_ports = {sim[sim.index(flag) + 1].rsplit(":", 1)[1] for flag in ("--gnmi", "--snmp")}

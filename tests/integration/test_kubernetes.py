@@ -545,7 +545,7 @@ def test_the_config_loads_in_every_fabricmon_container(
         (hook,) = config.alerts.webhooks
         assert hook.secret is not None and hook.secret.get_secret_value() == secrets["FABRICMON_WEBHOOK_SECRET"]
         fabric = fabric_for(config)
-        assert fabric.params.gpus == int(env["FABRICMON_GPUS"])
+        assert fabric.gpus == int(env["FABRICMON_GPUS"])
         the_plan = plan(config, fabric)
         assert the_plan.unmatched == [] and the_plan.switches == len(fabric.switches), w.where
         communities = {t.community.get_secret_value() for t in the_plan.targets["snmp"] if t.community}
@@ -700,7 +700,7 @@ def test_the_overlay_follows_the_sizing_rule(rendered: dict[str, list[Doc]], nam
     assert per_shard <= VALUES_PER_PROCESS, f"{shards} shard(s) for {values:,.0f} values/s: too few"
     assert shards == 1 or values / (shards - 1) > VALUES_PER_PROCESS, f"{shards} shards: one less would do"
     if name == "16k":
-        assert (fabric.params.gpus, ports, shards) == (16384, 81920, 2)  # the README's example
+        assert (fabric.gpus, ports, shards) == (16384, 81920, 2)  # the README's example
     resources = collector.container["resources"]
     assert "cpu" not in resources.get("limits", {}), "a throttled collector falls behind its switches"
     assert quantity(resources["requests"]["cpu"]) >= per_shard / VALUES_PER_CPU_S

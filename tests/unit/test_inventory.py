@@ -114,7 +114,7 @@ def _append(key: str, value: Any) -> Any:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (_set(("version",), 2), r"version: expected 1, got 2"),
+        (_set(("version",), 3), r"version: expected one of 1, 2, got 3"),
         (lambda d: d.pop("params"), r"params: missing"),
         (_set(("params", "gpus"), 13), r"params: gpus=13 is not a multiple of rails=2"),
         (_set(("params", "colour"), 1), r"params: unknown key 'colour'"),

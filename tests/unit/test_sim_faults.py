@@ -222,8 +222,9 @@ def test_miswire_swaps_cables_when_the_wrong_port_is_taken():
         "srv-g1-001:nic2",
     )
     home, wrong = sim.state.lldp("lf-g1-r1")[0], sim.state.lldp("lf-g1-r2")[0]
-    assert (home.system_name, home.port_id) == ("srv-g1-001", "nic2")
-    assert (wrong.system_name, wrong.port_id) == ("srv-g1-001", "nic1")
+    # a server's lldpd names its NIC in the port description (its port id is the NIC's MAC)
+    assert (home.system_name, home.port_description) == ("srv-g1-001", "nic2")
+    assert (wrong.system_name, wrong.port_description) == ("srv-g1-001", "nic1")
     assert sim.port("lf-g1-r1", "swp1").carrier_transitions == 3 and sim.port("lf-g1-r1", "swp1").oper_up
     assert {("lf-g1-r1", "swp1"), ("lf-g1-r2", "swp1")} <= set(sim.events)
     with pytest.raises(FaultConflict, match="already miswired"):
@@ -242,7 +243,7 @@ def test_miswire_onto_a_free_port_darkens_the_designed_one():
     assert not sim.port("lf-g1-r1", "swp2").oper_up
     assert all(n.local_port != "swp2" for n in sim.state.lldp("lf-g1-r1"))
     landed = [n for n in sim.state.lldp("lf-g2-r1") if n.local_port == "swp2"]
-    assert [(n.system_name, n.port_id) for n in landed] == [("srv-g1-002", "nic1")]
+    assert [(n.system_name, n.port_description) for n in landed] == [("srv-g1-002", "nic1")]
     assert sim.rate("lf-g2-r1", "swp2", "in_octets") > 0 == sim.rate("lf-g1-r1", "swp2", "in_octets")
     sim.state.clear(fault.id)
     assert sim.port("lf-g1-r1", "swp2").oper_up and not sim.port("lf-g2-r1", "swp2").oper_up

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from fabric.errors import TopologyError
 from fabric.inventory import dump_inventory, load_inventory
-from fabric.model import Endpoint, Fabric, FabricParams, LinkKind, Role, port_number
+from fabric.model import Endpoint, Fabric, FabricParams, LinkKind, Role
 from fabric.topology import build_aipod, max_gpus
 
 #: Keeps each generated fabric to a few thousand links, so an example builds in milliseconds.
@@ -128,10 +128,10 @@ def test_no_port_used_twice_and_ports_fit_the_radix(params: FabricParams) -> Non
         for end, upper in ((ln.a, False), (ln.b, True)):
             sw = fabric.switches.get(end.node)
             if sw is None:
-                nic = port_number(end.port, "nic")
+                nic = _plan_number(end.port, "nic")
                 assert nic is not None and 1 <= nic <= params.rails
                 continue
-            number = port_number(end.port)
+            number = _plan_number(end.port, "swp")
             assert number is not None and 1 <= number <= params.radix
             if sw.role is not Role.SUPERSPINE:
                 assert (number <= half) == upper, f"{end} faces the wrong way"
@@ -188,7 +188,7 @@ def test_16k_gpu_fabric_numbers() -> None:
     expected = {
         "gpus": 16_384, "servers": 2048, "groups": 32, "rails": 8, "leaves": 256, "spines": 256,
         "superspines": 128, "switches": 640, "ports": 81_920, "group_gpus": 512, "max_gpus": 32_768,
-        "links": 49_152, "radix": 128, "speed_gbps": 400, "oversubscription": 1.0,
+        "links": 49_152, "radix": 128, "speed_gbps": 400, "tiers": 3, "oversubscription": 1.0,
     }  # fmt: skip
     assert s == expected
     for name in ("lf-g3-r5", "sp-r5-12", "ssp-7"):
@@ -227,7 +227,7 @@ def test_ports_lists_every_port_in_order() -> None:
 
 def test_servers_on_each_tier() -> None:
     fabric = build_aipod(FabricParams(gpus=8 * 20, rails=8, radix=16))  # 3 groups of 8, 8, 4 servers
-    assert fabric.params.groups == 3
+    assert fabric.params is not None and fabric.params.groups == 3
     assert fabric.servers_on("lf-g3-r2") == {f"srv-g3-{i:03d}" for i in range(1, 5)}
     assert fabric.servers_on("sp-r2-1") == set(fabric.servers)
     assert fabric.servers_on("ssp-1") == set(fabric.servers)
@@ -239,7 +239,7 @@ def test_servers_on_each_tier() -> None:
 
 def test_partial_group_stays_non_blocking() -> None:
     fabric = build_aipod(FabricParams(gpus=512 + 8))
-    assert fabric.params.groups == 2
+    assert fabric.params is not None and fabric.params.groups == 2
     assert fabric.capacity("lf-g2-r1") == (400, 400)
     assert {fabric.design_ratio(n) for n in fabric.switches} == {1.0}
 
@@ -278,3 +278,9 @@ def test_bad_params_raise_topology_error(kwargs: dict[str, object], message: str
 
 def test_integral_float_speed_is_normalised() -> None:
     assert FabricParams(gpus=8, speed_gbps=400.0) == FabricParams(gpus=8)  # type: ignore[arg-type]
+
+
+def _plan_number(name: str, prefix: str) -> int | None:
+    """The number of a plan name (``swp12`` → 12), as the ``swp`` naming counts."""
+    digits = name.removeprefix(prefix)
+    return int(digits) if name.startswith(prefix) and digits.isdigit() else None
