@@ -230,7 +230,7 @@ def test_miswire_swaps_cables_when_the_wrong_port_is_taken():
     with pytest.raises(FaultConflict, match="already miswired"):
         sim.state.apply({"kind": "miswire", "server": "srv-g1-001", "gpu": 2, "to_leaf": "lf-g1-r3"})
     sim.state.clear(fault.id)
-    assert (sim.state.lldp("lf-g1-r1")[0].system_name, sim.state.lldp("lf-g1-r1")[0].port_id) == (
+    assert (sim.state.lldp("lf-g1-r1")[0].system_name, sim.state.lldp("lf-g1-r1")[0].port_description) == (
         "srv-g1-001",
         "nic1",
     )
