@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import NoReturn
 
-from cli.commands import analyze, collect, db, demo, migrate, record, serve, sim, slo, topology
+from cli.commands import analyze, collect, db, demo, inventory, migrate, record, serve, sim, slo, topology
 from fabric.errors import FabricmonError
 
 COMMANDS: dict[str, ModuleType] = {
     "topology": topology,
+    "inventory": inventory,
     "slo": slo,
     "db": db,
     "migrate": migrate,

@@ -12,9 +12,13 @@ line. :func:`read_inventory` also returns the cables a version 2 file had to lea
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import sys
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import IO, Any
 
 import yaml
@@ -65,6 +69,26 @@ def _write(stream: IO[str], header: str, data: dict[str, Any]) -> None:
     stream.write(header)
     # default_flow_style=None: one line per switch, server and link, block style above them
     yaml.dump(data, stream, Dumper=_Dumper, sort_keys=False, default_flow_style=None, width=200)
+
+
+def write_inventory(fabric: Fabric, out: str | os.PathLike[str] | None) -> None:
+    """Write ``fabric`` to ``out`` atomically (beside it, then renamed), or to stdout when None."""
+    if out is None:
+        dump_inventory(fabric, sys.stdout)
+        return
+    target = Path(out)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise TopologyError(f"cannot write {target}: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as stream:
+            dump_inventory(fabric, stream)
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise TopologyError(f"cannot write {target}: {exc.strerror or exc}") from exc
 
 
 def load_inventory(path_or_stream: PathOrStream) -> Fabric:
