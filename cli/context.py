@@ -29,7 +29,8 @@ def fabric_of(config: Config) -> Fabric:
     gen = config.fabric.generate
     if gen is None:
         return build_aipod(FabricParams(gpus=512))
-    return build_aipod(FabricParams(gpus=gen.gpus, rails=gen.rails, radix=gen.radix, speed_gbps=gen.speed_gbps))
+    params = FabricParams(gpus=gen.gpus, rails=gen.rails, radix=gen.radix, speed_gbps=gen.speed_gbps)
+    return build_aipod(params, gen.naming)
 
 
 def dsn_of(config: Config) -> str:

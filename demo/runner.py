@@ -69,6 +69,8 @@ class DemoOptions:
     duration_s: float | None = None
     listen: str = "127.0.0.1:8080"
     interval_s: float = 2.0
+    #: Port names of the simulated fabric (:mod:`fabric.naming`): every NOS's by default.
+    naming: str = "mixed"
     #: At least this long for each fault to be found (and, after clearing, resolved); never
     #: less than :data:`STEP_INTERVALS` sampling intervals, so a large fabric's slower pace fits.
     step_timeout_s: float = 60.0
@@ -141,6 +143,8 @@ def demo_config(sim: RunningSim, opts: DemoOptions, webhook: str, secret: str, d
         gnmi_address=addr["gnmi"],
         snmp_address=addr["snmp"],
         params=FabricParams(gpus=opts.gpus),
+        fabric=sim.fabric,
+        naming=opts.naming,
         gnmi_interval_s=opts.interval_s,
         snmp_interval_s=opts.interval_s,
         nos=sim.devices.assignment() if sim.devices is not None else None,
@@ -177,11 +181,12 @@ async def run_demo(opts: DemoOptions, dsn: str, say: Say, stop: asyncio.Event) -
     secret = secrets.token_hex(16)
     receiver = Receiver(secret, on_delivery=lambda d: say(_delivery_line(d)))
     webhook = await receiver.start()
-    shapes = ", ".join(n.value for n in dict.fromkeys(opts.nos))
-    say(f"building a {opts.gpus}-GPU AIPod fabric and simulating every switch (gNMI for leaves, speaking {shapes};"
-        " SNMP for spines)")  # fmt: skip
+    names = "the swp plan's" if opts.naming == "swp" else f"{opts.naming} NOS"
+    say(f"building a {opts.gpus}-GPU AIPod fabric with {names} port names and simulating every switch"
+        " (gNMI for leaves, each in its NOS's shape; SNMP for spines)")  # fmt: skip
     sim = await start_sim(SimOptions(params=FabricParams(gpus=opts.gpus), gnmi="127.0.0.1:0", snmp="127.0.0.1:0",
-                                     control="127.0.0.1:0", seed=opts.seed, nos=opts.nos))  # fmt: skip
+                                     control="127.0.0.1:0", seed=opts.seed, nos=opts.nos,
+                                     naming=opts.naming))  # fmt: skip
     try:
         assert sim.fabric is not None and sim.state is not None
         config = demo_config(sim, opts, webhook, secret, dsn)
@@ -201,7 +206,8 @@ async def run_demo(opts: DemoOptions, dsn: str, say: Say, stop: asyncio.Event) -
                 await _wait(lambda: _healthy(analyzer), first, f"healthy verdict ({hint})")
                 say("the fabric is healthy; starting the tour")
                 for step in opts.steps:
-                    result.steps.append(await _play(step, sim, analyzer, receiver, opts, say))
+                    bound = step.bind(sim.fabric)
+                    result.steps.append(await _play(bound, sim, analyzer, receiver, opts, say))
                 if not opts.steps:
                     await _watch_clean(analyzer, opts, started, stop, result, say)
                 result.deliveries = len(receiver.deliveries)

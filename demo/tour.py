@@ -8,17 +8,23 @@ A tour is YAML (``demo/tours/*.yaml`` built in, or a file)::
         fault: {kind: link_down, switch: lf-g1-r3}
         expect: {rule: oversubscription_drift, key: lf-g1-r3}   # rule: one or a list; key, or key_prefix
         story: the leaf now runs 64:63 ...
+
+A fault may name its port by place instead of by name, ``port_at: N`` (the N-th port of the
+switch in its design's order), so one tour serves every naming (``swp65``, ``Ethernet33/1``,
+``et-0/0/32:0``); ``{port}`` in ``key``, ``key_prefix``, ``title`` and ``story`` is then the
+port's name (:meth:`Step.bind`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from fabric.errors import FabricmonError
+from fabric.model import Fabric
 
 TOURS = Path(__file__).resolve().parent / "tours"
 
@@ -41,6 +47,30 @@ class Step:
     @property
     def rule(self) -> str:
         return " or ".join(self.rules)
+
+    def bind(self, fabric: Fabric) -> Step:
+        """This step with a ``port_at`` fault port named as ``fabric`` names it, and ``{port}`` filled in."""
+        at = self.fault.get("port_at")
+        if at is None:
+            return self
+        switch = self.fault.get("switch")
+        ports = fabric.ports(str(switch)) if switch in fabric.switches else []
+        if not isinstance(at, int) or not 1 <= at <= len(ports):
+            raise TourError(f"{self.title}: port_at {at!r} is not a port of {switch!r} (1..{len(ports)})")
+        port = ports[at - 1].name
+        fault = {k: v for k, v in self.fault.items() if k != "port_at"} | {"port": port}
+
+        def fill(text: str | None) -> str | None:
+            return None if text is None else text.replace("{port}", port)
+
+        return replace(
+            self,
+            fault=fault,
+            key=fill(self.key),
+            key_prefix=fill(self.key_prefix),
+            title=fill(self.title) or self.title,
+            story=fill(self.story) or "",
+        )
 
     def matches(self, rule: str, key: str) -> bool:
         if rule not in self.rules:

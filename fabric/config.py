@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -16,6 +17,8 @@ class GenerateConfig(Section):
     rails: int = Field(8, ge=1)
     radix: int = Field(128, ge=4)
     speed_gbps: int = Field(400, gt=0)
+    #: Port names: ``swp`` (swp1.., nic1..), a NOS's (``eos``, ``sonic``, ``junos``...) or ``mixed``.
+    naming: Literal["swp", "openconfig", "eos", "sonic", "junos", "xr", "srlinux", "cumulus", "mixed"] = "swp"
 
 
 class FabricConfig(Section):

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from fabric.errors import FabricmonError
+from fabric.model import Fabric
 
 #: The prefix targets that name a SONiC Redis database (the switch comes from ``username``).
 SONIC_TARGETS = frozenset({"COUNTERS_DB", "APPL_DB"})
@@ -85,6 +86,24 @@ PROFILES: dict[Nos, str] = {
     Nos.SONIC: "sonic",
     Nos.XR: "xr",
 }
+
+
+#: The shape a switch speaks when its inventory names its NOS: Junos and SR Linux stream
+#: OpenConfig over gNMI, as the others can; a NOS the simulator has no shape for speaks OpenConfig.
+SHAPE_OF_NOS: dict[str, Nos] = {
+    "openconfig": Nos.OPENCONFIG,
+    "eos": Nos.EOS,
+    "sonic": Nos.SONIC,
+    "xr": Nos.XR,
+    "cumulus": Nos.CUMULUS,
+    "junos": Nos.OPENCONFIG,
+    "srlinux": Nos.OPENCONFIG,
+}
+
+
+def shapes_of(fabric: Fabric) -> dict[str, Nos]:
+    """Switch → shape for every switch whose inventory names its NOS."""
+    return {n: SHAPE_OF_NOS.get(sw.nos, Nos.OPENCONFIG) for n, sw in fabric.switches.items() if sw.nos is not None}
 
 
 def parse_nos(names: str | Iterable[str]) -> tuple[Nos, ...]:
@@ -145,6 +164,7 @@ class Devices:
         clock_skew_s: float = 0.0,
         clock_jitter_ms: float = 0.0,
         seed: int = 0,
+        assigned: Mapping[str, Nos] | None = None,
     ) -> None:
         if not 0.0 <= clock_skew_s <= MAX_SKEW_S:
             raise NosError(f"--clock-skew-s must be between 0 and {MAX_SKEW_S:g} (got {clock_skew_s:g})")
@@ -154,9 +174,10 @@ class Devices:
         self.clock_skew_s = clock_skew_s
         self.seed = seed
         jitter = round(clock_jitter_ms * 1e6)
+        dealt = assign_nos([s for s in switches if s not in (assigned or {})], self.shapes)
+        shape_of = {**dealt, **(assigned or {})}
         self._devices = {
-            name: Device(shape, clock_offset_ns(name, clock_skew_s, seed), jitter)
-            for name, shape in assign_nos(switches, self.shapes).items()
+            name: Device(shape_of[name], clock_offset_ns(name, clock_skew_s, seed), jitter) for name in switches
         }
 
     def get(self, switch: str) -> Device:

@@ -28,7 +28,7 @@ from simulator.control import create_control_app
 from simulator.fabric_state import FabricState
 from simulator.gnmi_server import GnmiServer, serve_gnmi
 from simulator.ledger import SentLedger, check_supported
-from simulator.nos import Devices, Nos
+from simulator.nos import Devices, Nos, shapes_of
 from simulator.replay import ReplayView
 from simulator.scenario import Scenario, load_scenario, play
 from simulator.sim_config import Protocols, sim_config, write_sim_config
@@ -64,8 +64,11 @@ class SimOptions:
     #: Serve SNMPv3 too (a pysnmp engine); tests that only need v2c leave it off.
     snmp_v3: bool = True
     duration_s: float | None = None
-    #: Notification shapes, assigned to the switches round-robin in fabric order (SPEC §9.2).
+    #: Notification shapes, assigned to the switches round-robin in fabric order (SPEC §9.2); a
+    #: switch whose inventory names its NOS speaks that NOS's shape instead.
     nos: tuple[Nos, ...] = (Nos.OPENCONFIG,)
+    #: Port names of a generated fabric (:mod:`fabric.naming`): ``swp``, a NOS's, or ``mixed``.
+    naming: str = "swp"
     #: Each switch's clock is off by a fixed amount in ±this (seeded); and per-Notification noise.
     clock_skew_s: float = 0.0
     clock_jitter_ms: float = 0.0
@@ -114,6 +117,7 @@ async def start_sim(opts: SimOptions) -> RunningSim:
     sim.devices = Devices(
         sim.view.switch_names(),
         opts.nos,
+        assigned=shapes_of(sim.fabric) if sim.fabric is not None else None,
         clock_skew_s=opts.clock_skew_s,
         clock_jitter_ms=opts.clock_jitter_ms,
         seed=opts.seed,
@@ -152,6 +156,8 @@ async def start_sim(opts: SimOptions) -> RunningSim:
                     protocols=opts.protocols,
                     params=sim.fabric.params if sim.fabric is not None and opts.inventory is None else None,
                     inventory=opts.inventory,
+                    fabric=sim.fabric,
+                    naming=opts.naming,
                     nos=sim.devices.assignment(),
                 ),
             )
@@ -167,7 +173,7 @@ def _build(opts: SimOptions) -> RunningSim:
     fabric = (
         load_inventory(opts.inventory)
         if opts.inventory is not None
-        else build_aipod(opts.params or FabricParams(gpus=512))
+        else build_aipod(opts.params or FabricParams(gpus=512), opts.naming)
     )
     scenario = load_scenario(opts.scenario, fabric=fabric) if opts.scenario else None
     state = FabricState(fabric, seed=opts.seed)

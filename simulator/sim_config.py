@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import yaml
 
-from fabric.model import FabricParams
+from fabric.model import Fabric, FabricParams, Role
 from simulator.nos import PROFILES, Nos
 
 Protocols = Literal["mixed", "gnmi", "snmp"]
@@ -40,11 +40,15 @@ def sim_config(
     gnmi_interval_s: float = 10.0,
     snmp_interval_s: float = SIM_SNMP_INTERVAL_S,
     nos: Mapping[str, Nos] | None = None,
+    fabric: Fabric | None = None,
+    naming: str = "swp",
 ) -> dict[str, Any]:
     """The config as a mapping (``database`` left out: the embedded store).
 
     ``nos`` (switch → NOS, e.g. ``RunningSim.devices.assignment()``) picks each gNMI switch's
-    collector profile; None: every switch speaks OpenConfig.
+    collector profile; None: every switch speaks OpenConfig. ``fabric``, when its switches are
+    not named as the AIPod names them (``lf-*``, ``sp-*``, ``ssp-*``), makes the mixed split
+    by role with explicit switch lists. ``naming`` goes into a generated fabric's section.
     """
     if (protocols in ("mixed", "gnmi") and gnmi_address is None) or (
         protocols in ("mixed", "snmp") and snmp_address is None
@@ -53,33 +57,48 @@ def sim_config(
         raise ValueError(f"protocols={protocols!r} needs the simulator's {wanted} address")
     gnmi = {"protocol": "gnmi", "address": gnmi_address, "target": "{switch}"}
     snmp = {"protocol": "snmp", "address": snmp_address, "version": "2c", "community": "{switch}"}
+    leaves, above = _by_tier(fabric)
     if protocols == "mixed":
-        targets = [{"switches": ["lf-*"], **gnmi}, {"switches": ["sp-*", "ssp-*"], **snmp}]
+        targets = [{"switches": leaves, **gnmi}, {"switches": above, **snmp}]
     elif protocols == "gnmi":
         targets = [{"switches": ["*"], **gnmi}]
     else:
         targets = [{"switches": ["*"], **snmp}]
     if nos and protocols != "snmp":
-        targets = _profile_targets(nos, gnmi, "*" if protocols == "gnmi" else "lf-*") + targets
-    fabric: dict[str, Any]
+        targets = _profile_targets(nos, gnmi, ["*"] if protocols == "gnmi" else leaves) + targets
+    section: dict[str, Any]
     if inventory is not None:
-        fabric = {"inventory": str(inventory)}
+        section = {"inventory": str(inventory)}
     else:
         p = params or FabricParams(gpus=512)
-        fabric = {"generate": {"gpus": p.gpus, "rails": p.rails, "radix": p.radix, "speed_gbps": p.speed_gbps}}
+        section = {"generate": {"gpus": p.gpus, "rails": p.rails, "radix": p.radix, "speed_gbps": p.speed_gbps}}
+        if naming != "swp":
+            section["generate"]["naming"] = naming
     return {
-        "fabric": fabric,
+        "fabric": section,
         "targets": targets,
         "collector": {"gnmi_interval_s": gnmi_interval_s, "snmp_interval_s": snmp_interval_s},
     }
 
 
-def _profile_targets(nos: Mapping[str, Nos], gnmi: dict[str, Any], pattern: str) -> list[dict[str, Any]]:
+def _by_tier(fabric: Fabric | None) -> tuple[list[str], list[str]]:
+    """Switch patterns (or names) for the leaves, and for the spines and superspines."""
+    aipod = (["lf-*"], ["sp-*", "ssp-*"])
+    if fabric is None:
+        return aipod
+    leaves = [n for n, sw in fabric.switches.items() if sw.role is Role.LEAF]
+    above = [n for n, sw in fabric.switches.items() if sw.role is not Role.LEAF]
+    leaves_named = all(fnmatch.fnmatchcase(n, "lf-*") for n in leaves)
+    above_named = all(fnmatch.fnmatchcase(n, "sp-*") or fnmatch.fnmatchcase(n, "ssp-*") for n in above)
+    return aipod if leaves_named and above_named else (leaves, above)
+
+
+def _profile_targets(nos: Mapping[str, Nos], gnmi: dict[str, Any], patterns: list[str]) -> list[dict[str, Any]]:
     """Explicit target entries for the gNMI switches whose NOS needs another profile than openconfig."""
     by_profile: dict[str, list[str]] = {}
     for switch, shape in nos.items():
         profile = PROFILES[shape]
-        if profile != "openconfig" and fnmatch.fnmatchcase(switch, pattern):
+        if profile != "openconfig" and any(fnmatch.fnmatchcase(switch, p) for p in patterns):
             by_profile.setdefault(profile, []).append(switch)
     out: list[dict[str, Any]] = []
     for profile, switches in by_profile.items():

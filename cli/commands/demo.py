@@ -25,6 +25,7 @@ from cli.service import stop_on_signals
 from config.errors import ConfigError
 from demo.runner import DemoOptions, DemoResult, auto_interval, run_demo
 from demo.tour import builtin_tours, load_tour
+from fabric.naming import NAMINGS
 from simulator.nos import NosError, parse_nos
 from store.db import recreate_database
 from store.pgserver import EmbeddedStore
@@ -49,6 +50,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
     )
     p.add_argument("--report", type=Path, metavar="FILE", help="write the detection figures as JSON")
     p.add_argument(
+        "--naming",
+        default="mixed",
+        choices=NAMINGS,
+        help="port names: every NOS's, switch by switch (mixed, the default), one NOS's, or swp",
+    )
+    p.add_argument(
         "--nos",
         default="mixed",
         metavar="NAME[,NAME...]",
@@ -65,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     except NosError as exc:
         raise ConfigError(f"--nos: {exc}") from None
     opts = DemoOptions(gpus=args.gpus, steps=steps, tour=args.scenario, duration_s=args.duration,
-                       listen=args.listen, interval_s=args.interval or auto_interval(args.gpus), nos=nos)  # fmt: skip
+                       listen=args.listen, interval_s=args.interval or auto_interval(args.gpus), nos=nos,
+                       naming=args.naming)  # fmt: skip
     console = Console(stderr=True, highlight=False)
 
     def say(line: str) -> None:

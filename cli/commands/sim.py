@@ -11,6 +11,7 @@ from pathlib import Path
 from cli.output import emit
 from fabric.errors import FabricmonError
 from fabric.model import FabricParams
+from fabric.naming import NAMINGS
 from simulator.nos import Devices, NosError, parse_nos
 from simulator.runner import RunningSim, SimOptions, run_sim
 
@@ -28,6 +29,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
     p.add_argument("--rails", type=int, default=8)
     p.add_argument("--radix", type=int, default=128)
     p.add_argument("--speed-gbps", type=int, default=400)
+    p.add_argument(
+        "--naming",
+        default="swp",
+        choices=NAMINGS,
+        help="port names of a generated fabric: swp, one NOS's (eos, sonic, junos...) or mixed; each switch then "
+        "speaks its NOS's gNMI shape, LLDP and ifIndex scheme",
+    )
     p.add_argument("--gnmi", default="127.0.0.1:9339", metavar="HOST:PORT", help="gNMI listen address ('' to disable)")
     p.add_argument("--snmp", default="127.0.0.1:1161", metavar="HOST:PORT", help="SNMP listen address ('' to disable)")
     p.add_argument("--control", default="127.0.0.1:9340", metavar="HOST:PORT", help="fault control endpoint ('' off)")
@@ -76,6 +84,7 @@ def options_of(args: argparse.Namespace) -> SimOptions:
         protocols=args.protocols,
         duration_s=args.duration,
         nos=nos,
+        naming=args.naming,
         clock_skew_s=args.clock_skew_s,
         clock_jitter_ms=args.clock_jitter_ms,
     )
