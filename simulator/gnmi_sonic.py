@@ -121,7 +121,7 @@ _LLDP: tuple[SonicField, ...] = (
     SonicField("lldp_rem_index", const=b'"1"'),
     SonicField("lldp_rem_port_desc", attrgetter("port_description")),
     SonicField("lldp_rem_port_id", attrgetter("port_id")),
-    SonicField("lldp_rem_port_id_subtype", const=b'"5"'),  # interfaceName
+    SonicField("lldp_rem_port_id_subtype", attrgetter("port_id_subtype"), number=True),  # LldpPortIdSubtype
     SonicField("lldp_rem_sys_name", attrgetter("system_name")),
 )
 

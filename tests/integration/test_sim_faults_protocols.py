@@ -40,7 +40,11 @@ _SONIC_LEAVES: dict[str, tuple[str, str, Callable[[str], str]]] = {
     "ethernet/state/port-speed": ("APPL_DB", "PORT_TABLE/{port}/speed", lambda v: f"SPEED_{int(v) // 1000}GB"),
     "state/counters/in-fcs-errors": ("COUNTERS_DB", "COUNTERS/{port}/SAI_PORT_STAT_ETHER_STATS_CRC_ALIGN_ERRORS", str),
 }
-_SONIC_LLDP = {"lldp_rem_sys_name": "system-name", "lldp_rem_port_id": "port-id"}
+_SONIC_LLDP = {
+    "lldp_rem_sys_name": "system-name",
+    "lldp_rem_port_id": "port-id",
+    "lldp_rem_port_desc": "port-description",
+}
 _ROOT = re.compile(r"^/(interfaces|lldp/interfaces)/interface\[name=([^\]]+)\](?:/(.*))?$")
 _PFC = re.compile(r"^/qos/interfaces/interface\[interface-id=([^\]]+)\]/switch-priority\[priority=(\d)\]/.*/(in|out)-")
 
@@ -259,11 +263,16 @@ async def test_miswire_shows_in_lldp(sim: Sim) -> None:
     fault = await sim.apply({"kind": "miswire", "server": "srv-g1-001", "gpu": 1, "to_leaf": "lf-g1-r2"})
     lldp = await sim.get("lf-g1-r2", "/lldp/interfaces/interface[name=swp1]/neighbors")
     assert lldp["neighbors/neighbor/state/system-name"] == "srv-g1-001"
-    assert lldp["neighbors/neighbor/state/port-id"] == "nic1"
+    # a server's lldpd sends its NIC's MAC as the port id, the NIC's name as the port description
+    assert _port_description(lldp) == "nic1"
     assert (await sim.snmp_get("lf-g1-r2", f"{LLDP_REM_SYSNAME}.0.1.1")).strip('"') == "srv-g1-001"
     await sim.clear(fault["id"])
     lldp = await sim.get("lf-g1-r2", "/lldp/interfaces/interface[name=swp1]/neighbors")
-    assert lldp["neighbors/neighbor/state/port-id"] == "nic2"
+    assert _port_description(lldp) == "nic2"
+
+
+def _port_description(lldp: dict[str, str]) -> str:
+    return lldp["neighbors/neighbor/state/port-description"]
 
 
 async def test_switch_unreachable_is_silent_on_both_protocols(sim: Sim) -> None:
