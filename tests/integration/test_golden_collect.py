@@ -3,8 +3,10 @@
 A :class:`~tests.support.capture_server.CaptureTarget` on loopback answers each switch's
 Subscribe with its capture (../shared/fixtures/gnmi, moved to the present by
 :func:`~tests.support.captures.restamp`); the real collector service, with each switch's NOS
-profile, stores what it decodes. The capture's port names are not the inventory's (swp1..), so
-every port that reached the pipeline is also stored as an unknown port (``ports.known`` false).
+profile, stores what it decodes. The inventory (version 2) names the captures' ports as those
+devices do (``Ethernet35``, ``FourHundredGigE0/2/0/3``, ``Eth-Trunk5.1234``...), so they are
+stored as known ports; with an inventory that does not name them they are stored as unknown
+ports (``ports.known`` false), and still stored.
 """
 
 from __future__ import annotations
@@ -39,9 +41,12 @@ COUNTERS = COUNTER_FIELDS
 THIRTEEN = COUNTERS[:13]  # the interface counters every interface capture here carries
 
 
-def _fabric(switches: Sequence[str]) -> Fabric:
-    lines = ["version: 1", "params: {gpus: 4, rails: 1, radix: 4, speed_gbps: 400}", "switches:"]
-    lines += [f"- {{name: {name}, role: leaf}}" for name in switches]
+def _fabric(switches: Sequence[str], ports: Mapping[str, Sequence[str]]) -> Fabric:
+    """A version 2 inventory of ``switches``, each listing the ``ports`` it has (none cabled)."""
+    lines = ["version: 2", "fabric: {name: captures, rails: 1}", "switches:"]
+    for name in switches:
+        listed = ", ".join(f'"{p}"' for p in ports.get(name, ()))
+        lines.append(f"- {{name: {name}, role: leaf, speed_gbps: 400{f', ports: [{listed}]' if listed else ''}}}")
     return load_inventory(io.StringIO("\n".join(lines) + "\n"))
 
 
@@ -75,9 +80,13 @@ class Rig:
 
 @contextlib.asynccontextmanager
 async def collecting(
-    dsn: str, tmp_path: Path, recordings: Mapping[str, Sequence[bytes]], profiles: Mapping[str, str]
+    dsn: str,
+    tmp_path: Path,
+    recordings: Mapping[str, Sequence[bytes]],
+    profiles: Mapping[str, str],
+    ports: Mapping[str, Sequence[str]] | None = None,
 ) -> AsyncIterator[Rig]:
-    fabric = _fabric(list(profiles))
+    fabric = _fabric(list(profiles), ports or {})
     server = CaptureTarget(recordings)
     await server.start()
     pool = await create_pool(dsn)
@@ -144,7 +153,17 @@ PROFILES = {
 }
 
 
-async def test_interface_captures_through_grpc_into_timescaledb(fresh_db: str, tmp_path: Path) -> None:
+#: The ports the captures report, named as those devices name them.
+CAPTURED_PORTS = {
+    "eos1": ("Ethernet35",),
+    "hw1": ("Eth-Trunk5.1234",),
+    "xe1": ("AppGigabitEthernet1/0/1", "FortyGigabitEthernet1/1/1"),
+    "xr1": ("FourHundredGigE0/2/0/3",),
+}
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["inventory-names-the-ports", "unknown-ports"])
+async def test_interface_captures_through_grpc_into_timescaledb(fresh_db: str, tmp_path: Path, named: bool) -> None:
     now = time.time_ns() // 1000 * 1000 - 10**9  # whole µs: timestamptz keeps µs
     cases = {
         "eos1": telegraf_case("issue_14530"),
@@ -156,17 +175,18 @@ async def test_interface_captures_through_grpc_into_timescaledb(fresh_db: str, t
     }
     replays = {sw: restamp(responses, now) for sw, responses in cases.items()}
     recordings = {sw: serialized(r) for sw, r in replays.items()}
-    async with collecting(fresh_db, tmp_path, recordings, PROFILES) as rig:
+    async with collecting(fresh_db, tmp_path, recordings, PROFILES, CAPTURED_PORTS if named else None) as rig:
         pool = rig.pool
-        await until(pool, "SELECT count(*) = 5 FROM ports WHERE NOT known")
+        if not named:
+            await until(pool, "SELECT count(*) = 5 FROM ports WHERE NOT known")
         await until(pool, "SELECT count(DISTINCT switch) FILTER (WHERE in_octets IS NOT NULL) = 2 FROM port_counters")
         await until(pool, "SELECT count(*) = 8 FROM pfc_counters")
         await asyncio.sleep(0.5)  # anything more would have come by now
         await rig.drained()
-        await _check_interface_captures(rig, replays)
+        await _check_interface_captures(rig, replays, named)
 
 
-async def _check_interface_captures(rig: Rig, replays: dict[str, Any]) -> None:
+async def _check_interface_captures(rig: Rig, replays: dict[str, Any], named: bool) -> None:
     pool, server, stats = rig.pool, rig.server, rig.service.collectors["gnmi"].stats
     # every switch subscribed once, with its profile's request
     assert sorted(r.subscribe.prefix.target for r in server.requests) == sorted(PROFILES)
@@ -197,14 +217,20 @@ async def _check_interface_captures(rig: Rig, replays: dict[str, Any]) -> None:
     # and "down") carry no counters: they reached the pipeline (their ports are registered), a
     # first known state is a row without counters, and nothing was invented. Juniper's logical
     # units and SR Linux's container values are no readings.
-    unknown = await pool.fetch("SELECT switch, port FROM ports WHERE NOT known ORDER BY 1, 2")
-    assert [(r["switch"], r["port"]) for r in unknown] == [
+    reported = [
         ("eos1", "Ethernet35"),
         ("hw1", "Eth-Trunk5.1234"),
         ("xe1", "AppGigabitEthernet1/0/1"),
         ("xe1", "FortyGigabitEthernet1/1/1"),
         ("xr1", "FourHundredGigE0/2/0/3"),
     ]
+    unknown = await pool.fetch("SELECT switch, port FROM ports WHERE NOT known ORDER BY 1, 2")
+    known = await pool.fetch("SELECT switch, port FROM ports WHERE known ORDER BY 1, 2")
+    if named:  # every reported port is one the inventory names: stored as known, nothing flagged
+        assert [(r["switch"], r["port"]) for r in unknown] == []
+        assert [(r["switch"], r["port"]) for r in known] == reported
+    else:
+        assert [(r["switch"], r["port"]) for r in unknown] == reported
     for sw in ("hw1", "xe1", "jn1", "srl1"):
         rows = await _rows(pool, sw)
         assert all(row[c] is None for series in rows.values() for row in series for c in COUNTERS), sw
@@ -231,7 +257,8 @@ async def test_sonic_counters_db_and_appl_db_streams_into_timescaledb(fresh_db: 
         [sonic_response("APPL_DB", "LLDP_ENTRY_TABLE", 0, json_ietf=sonic_file("LLDP_ENTRY_TABLE_UPDATE.txt"))], now
     )
     recordings = {"COUNTERS_DB": serialized(counters), "APPL_DB": serialized(lldp)}
-    async with collecting(fresh_db, tmp_path, recordings, {"sonic1": "sonic"}) as rig:
+    ports = {"sonic1": ("Ethernet1", "Ethernet68", "eth0")}
+    async with collecting(fresh_db, tmp_path, recordings, {"sonic1": "sonic"}, ports) as rig:
         pool = rig.pool
         await until(pool, "SELECT count(*) = 2 FROM port_counters")
         await until(pool, "SELECT count(*) = 16 FROM pfc_counters")
@@ -256,4 +283,7 @@ async def _check_sonic(rig: Rig, now: int) -> None:
     ]
     nb = await pool.fetchrow("SELECT port, system_name, port_id FROM lldp_neighbors WHERE switch = 'sonic1'")
     assert tuple(nb) == ("eth0", "dummy", "dummy")
+    # the inventory names SONiC's ports as SONiC does: Ethernet68 is a known port, nothing is flagged
+    assert not await pool.fetchval("SELECT count(*) FROM ports WHERE NOT known")
+    assert await pool.fetchval("SELECT count(*) FROM ports WHERE switch = 'sonic1' AND port = 'Ethernet68' AND known")
     assert not rig.service.pipeline.stats.invalid and stats.ignored == 2 * 77  # 106 SAI stats a port, 29 wanted
