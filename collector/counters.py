@@ -117,6 +117,10 @@ class _PortState:
     status: list[list[Any]] = field(default_factory=list)
     #: The state of the newest run trimmed off ``status`` (what held before the oldest kept run).
     trimmed_up: bool | None = None
+    #: When the newest run's state was entered as far as the readings in order tell (the reading
+    #: whose transition is on record, or the first status reading): a late reading of the same
+    #: state can move the run's start earlier, never this.
+    entered_ns: int = 0
     #: Times of status transitions not yet set against a carrier-transitions interval.
     transitions: list[int] = field(default_factory=list)
     #: Transitions carrier-transitions counted (as hidden flaps) up to ``credit_until_ns`` that
@@ -506,7 +510,7 @@ class CounterTracker:
                     runs[-1][1] = min(runs[-1][1], pt - 1)
                 runs.append([pt, pt, up])
                 _trim_runs(st)
-                at = pt
+                at = st.entered_ns = pt
             else:  # it came and went between the newest run's readings
                 self._excursion(st, r, pt, runs[-1][2], events)
         if runs and runs[-1][2] == up:
@@ -514,6 +518,7 @@ class CounterTracker:
         else:
             runs.append([t, t, up])
             _trim_runs(st)
+            st.entered_ns = t
         was = st.oper_up
         st.oper_up = up
         if was is None:  # the port's state is known from now on: on record, though not a transition
@@ -543,9 +548,11 @@ class CounterTracker:
                 runs[0][0] = t  # the same state, seen earlier; older than that is too late to place
             return
         first, last, was = runs[i]
-        if t <= last and i == len(runs) - 1:
-            # Inside the newest run: an excursion, or a change that a reading stamped just after it
-            # (jitter, another stream) hid. The next reading in order tells which.
+        newest = i == len(runs) - 1
+        if t <= last and newest and t >= st.entered_ns:
+            # Inside the newest run, after the reading that entered its state: an excursion, or a
+            # change that a repeat of the state stamped just after it (jitter, another stream) hid.
+            # The next reading in order tells which.
             if st.pending is None:
                 if was != up:
                     st.pending = (t, up)
@@ -555,11 +562,19 @@ class CounterTracker:
                 pt, st.pending = st.pending[0], None
                 self._excursion(st, r, pt, was, events)
             return
-        if t <= last:  # inside an older run
+        if t <= last:
+            # Inside an older run, or inside the newest one before the reading in order that
+            # entered its state (a late reading moved its start earlier than that): the readings on
+            # both sides decide at once. The reading that entered the newest run's state is never a
+            # repeat that hid a change: its transition is on record, so a change here would count
+            # that state again when the readings that explain it come.
             if was == up:
                 return
             # An excursion the readings on both sides of it hid: a flap.
-            runs[i : i + 1] = [[first, first, was], [t, t, up], [last, last, was]]
+            after = st.entered_ns if newest else last
+            runs[i : i + 1] = [[first, first, was], [t, t, up], [after, last, was]]
+            if newest and not was and st.down_since_ns is not None:
+                st.down_since_ns = after  # the port was up at t: the outage in force began after it
             _trim_runs(st)
             self._excursion(st, r, t, was, events)
         elif was == up:

@@ -351,6 +351,9 @@ class Wiring:
                     # Junos sends a locally assigned port id, the interface's SNMP ifIndex, and
                     # its name as the port description
                     port_id, desc, subtype = str(peer.if_index), peer.name, LLDP_PORT_LOCAL
+                elif peer.sw.nos == "onyx":
+                    # NVIDIA Onyx (MLNX-OS) sends the port's MAC as its port id, its name as the description
+                    port_id, desc, subtype = chassis_id(f"{node}/{peer.name}"), peer.name, LLDP_PORT_MAC
                 else:
                     port_id, desc, subtype = peer.name, peer.desc, LLDP_PORT_IFNAME
             out.append(LldpNeighbor(port.name, port.if_index, chassis_id(node), node, port_id, desc, subtype))

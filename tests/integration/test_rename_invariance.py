@@ -90,7 +90,7 @@ def renamed(fabric: Fabric, sigma: Mapping[Endpoint, str]) -> Fabric:
             sw.mgmt_address,
             sw.nos,
             tuple(sigma[Endpoint(n, p)] for p in sw.port_names()),
-        )  # fmt: skip
+        )
         for n, sw in fabric.switches.items()
     }
     servers = {

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from collector.counters import CounterTracker, Ingested
@@ -251,8 +251,25 @@ INTERLEAVINGS = {
 }
 
 
+#: Two outages, the first shorter than an interval, seen by ON_CHANGE status lagging far enough that
+#: the next sample (up again) comes between the first outage's readings and the second's down.
+_TWO_OUTAGES = (T0 + 1_500_000, T0 + 2_500_000)
+
+
 @settings(max_examples=150, deadline=None)
 @given(**INTERLEAVINGS)
+@example(  # the late up of the first outage fell before the sample that saw the second one down
+    truth=Truth((0, 0, 0), (0, 0, 0), (_TWO_OUTAGES, (T0 + 1_250_500_000, T0 + 10_000_500_000))),
+    shape="merged+onchange",
+    lags=[0.0, 1.9],
+    jitter=[],
+)
+@example(
+    truth=Truth((0, 0, 0), (0, 0, 0), (_TWO_OUTAGES, (T0 + 5_000_500_000, T0 + 10_000_500_000))),
+    shape="merged+onchange",
+    lags=[0.0, 1.5],
+    jitter=[],
+)
 def test_every_shape_and_interleaving_gives_the_true_rates_pauses_and_flaps(
     truth: Truth, shape: str, lags: list[float], jitter: list[float]
 ) -> None:
@@ -358,6 +375,30 @@ def test_a_change_just_behind_a_jittered_heartbeat_is_one_outage_not_a_flap_and_
     assert [(e.new_status, e.flaps) for e in events] == [("down", 1), ("up", 1)]
     assert events[0].time.timestamp() == (T0 + 10_100 * MS) / 1e9
     assert up.events[0].down_s == 19.9
+
+
+def test_a_late_reading_before_the_one_that_entered_the_newest_state_is_an_excursion_at_once() -> None:
+    """The sample at 10 s sees the port down (the second outage: its transition is on record) and
+    carrier-transitions three transitions (a hidden flap). The ON_CHANGE stream lags: its down at
+    1.5 s moves the down run's start earlier, and its up at 2.5 s falls inside that run but before
+    the reading that entered it, so the readings on both sides (down) decide at once: the first
+    outage, which carrier-transitions counted. It is not a change the sample at 10 s hid: that
+    would drop the second outage's down from the runs, and its own readings, coming later, would
+    count it again as a flap."""
+    t = CounterTracker()
+    t.ingest(_reading(T0, oper_up=True, in_octets=0, carrier_transitions=0))
+    sample = t.ingest(_reading(T0 + 10 * S, oper_up=False, in_octets=1, carrier_transitions=3))
+    late = [t.ingest(_reading(T0 + ms * MS, oper_up=ms != 1500)) for ms in (1500, 2500)]
+    back = t.ingest(_reading(T0 + 20 * S, oper_up=True, in_octets=2, carrier_transitions=4))
+    later = [t.ingest(_reading(T0 + ms * MS, oper_up=ms != 5000)) for ms in (5000, 12_000)]
+    assert [(e.new_status, e.flaps, e.source) for e in sample.events] == [
+        ("down", 1, "oper-status"),
+        ("flap", 1, "carrier-transitions"),
+    ]
+    assert [e for o in late + later for e in o.events] == []
+    # The outage in force began after the port was seen up at 2.5 s: measured from the sample.
+    assert [(e.new_status, e.down_s) for e in back.events] == [("up", 10.0)]
+    assert t.stats.late_flaps == 0 and t.stats.recounted_transitions == 2
 
 
 def test_a_clock_stepping_back_gives_no_rate_rather_than_a_false_one() -> None:
