@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -80,7 +81,8 @@ def views(base_url: str) -> list[tuple[str, str, str]]:
         ("overview", "#/", "overview"),
         ("rail", "#/rail/3?group=2", "rail"),
         ("switch", f"#/switch/{DOWN_LEAF}", "switchView"),
-        ("port", f"#/port/{DOWN_LEAF}/{down['root_cause']['port']}?range=1h", "port"),
+        # a vendor port name travels percent-encoded ("et-0/0/8:0" holds '/' and ':')
+        ("port", f"#/port/{DOWN_LEAF}/{quote(down['root_cause']['port'], safe='')}?range=1h", "port"),
         ("incident", f"#/incident/{down['id']}", "incident"),
         ("job", f"#/job/{JOB}", "job"),
     ]

@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from aiohttp import web
@@ -19,7 +20,26 @@ from api.app import create_app
 from store.db import create_pool
 from store.migrate import migrate
 from store.pgserver import EmbeddedStore
-from tests.support.api_lab import CONFIG, DOWN_LEAF, FABRIC, JOB_HOSTS, STORM_LEAF, STORM_PORT, Seeded, seeded_database
+from tests.support.api_lab import (
+    CONFIG,
+    DOWN_LEAF,
+    FABRIC,
+    JOB_HOSTS,
+    STORM_LEAF,
+    STORM_PORT,
+    Seeded,
+    port,
+    seeded_database,
+)
+
+UPLINK = port(DOWN_LEAF, 17)  # the first uplink at radix 32: et-0/0/8:0 on this Junos leaf
+FIRST = port(DOWN_LEAF, 1)
+
+
+def q(name: str) -> str:
+    """A name as it travels in a URL: percent-encoded, "/" and ":" included."""
+    return quote(name, safe="")
+
 
 PROBLEM = "application/problem+json"
 Client = TestClient[web.Request, web.Application]
@@ -108,13 +128,16 @@ async def test_ports_show_the_downed_uplink_and_the_storm(client: Client) -> Non
     body = await get_json(client, f"/v1/switches/{DOWN_LEAF}/ports")
     ports = {p["name"]: p for p in body["items"]}
     assert body["total"] == 32 == len(ports)
-    up = ports["swp17"]  # the first uplink at radix 32
+    up = ports[UPLINK]
+    assert UPLINK == "et-0/0/8:0"  # a Junos breakout: '/' and ':' in the name
     assert up["oper_status"] == "down" and up["direction"] == "up" and up["flaps_24h"] == 1
-    assert up["peer"] == {"node": "sp-r3-1", "port": "swp5", "kind": "leaf-spine"}
-    assert ports["swp1"]["oper_status"] == "up" and ports["swp1"]["in_bps"] > 0
-    assert ports["swp1"]["speed_bps"] == 400_000_000_000 and ports["swp1"]["peer"]["node"] == "srv-g2-001"
+    assert up["peer"] == {"node": "sp-r3-1", "port": port("sp-r3-1", 5), "kind": "leaf-spine"}
+    assert ports[FIRST]["oper_status"] == "up" and ports[FIRST]["in_bps"] > 0
+    assert ports[FIRST]["speed_bps"] == 400_000_000_000 and ports[FIRST]["peer"] == {
+        "node": "srv-g2-001", "port": "mlx5_2", "kind": "server-leaf"
+    }  # fmt: skip
     storm = await get_json(client, f"/v1/switches/{STORM_LEAF}/ports?limit=2&offset=1")
-    assert [p["name"] for p in storm["items"]] == ["swp2", "swp3"]
+    assert [p["name"] for p in storm["items"]] == [port(STORM_LEAF, 2), port(STORM_LEAF, 3)]
     assert storm["items"][0]["pfc_tx_pause_pps"] > 1000
     # A quiet port's PFC rows are stored on change only: none in the window, yet it reads 0, not unknown.
     assert storm["items"][1]["pfc_tx_pause_pps"] == 0
@@ -244,21 +267,20 @@ async def test_job_registration_rejects_bad_input(client: Client) -> None:
 async def test_series(client: Client, seeded: Seeded) -> None:
     t = int(seeded.evaluated_at.timestamp())
     body = await get_json(
-        client, f"/v1/series?switch={DOWN_LEAF}&port=swp17&metric=oper_up&from={t - 60}&to={t + 1}&step=10s"
+        client, f"/v1/series?switch={DOWN_LEAF}&port={q(UPLINK)}&metric=oper_up&from={t - 60}&to={t + 1}&step=10s"
     )
     values = [p["value"] for p in body["points"]]
     assert body["step_s"] == 10 and values[0] == 1 and values[-1] == 0 and len(values) <= 7
     whole = await get_json(client, f"/v1/series?switch={DOWN_LEAF}&metric=in_bps&from={t - 60}&to={t + 1}")
     assert whole["port"] is None and max(p["value"] or 0 for p in whole["points"]) > 1e9
     iso = seeded.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-    pfc = await get_json(client, f"/v1/series?switch={STORM_LEAF}&port={STORM_PORT}&metric=pfc_tx_pause_pps&to={iso}")
+    pfc = await get_json(
+        client, f"/v1/series?switch={STORM_LEAF}&port={q(STORM_PORT)}&metric=pfc_tx_pause_pps&to={iso}"
+    )
     assert max(p["value"] or 0 for p in pfc["points"]) > 1000
-    quiet = await get_json(
-        client, f"/v1/series?switch={STORM_LEAF}&port=swp3&metric=pfc_tx_pause_pps&from={t - 60}&to={t + 1}&step=10s"
-    )
-    oper = await get_json(
-        client, f"/v1/series?switch={STORM_LEAF}&port=swp3&metric=oper_up&from={t - 60}&to={t + 1}&step=10s"
-    )
+    quiet_port = f"/v1/series?switch={STORM_LEAF}&port={q(port(STORM_LEAF, 3))}&from={t - 60}&to={t + 1}&step=10s"
+    quiet = await get_json(client, f"{quiet_port}&metric=pfc_tx_pause_pps")
+    oper = await get_json(client, f"{quiet_port}&metric=oper_up")
     assert len(quiet["points"]) == len(oper["points"]) > 1  # a point for every sampled bucket
     assert all(p["value"] == 0 for p in quiet["points"])
 
@@ -271,15 +293,15 @@ async def test_series(client: Client, seeded: Seeded) -> None:
         ("switch=lf-g1-r1&from=yesterday", 422),
         ("switch=lf-g1-r1&from=2026-13-45", 422),
         ("switch=lf-g1-r1&from=1700000100&to=1700000000", 422),
-        ("switch=lf-g1-r1&port=swp1&from=1600000000&to=1700000000", 422),  # a range too long
+        ("switch=lf-g1-r1&port=1%2F1%2Fc1%2F1&from=1600000000&to=1700000000", 422),  # a range too long
         ("switch=lf-g1-r1&from=1700000000&to=1700100000", 422),  # too long for a whole switch
-        ("switch=lf-g1-r1&port=swp1&from=1700000000&to=1701000000&step=1s", 422),  # too many points
+        ("switch=lf-g1-r1&port=1%2F1%2Fc1%2F1&from=1700000000&to=1701000000&step=1s", 422),  # too many points
         ("switch=lf-g1-r1&step=0.1", 422),
         ("switch=lf-g1-r1&step=fast", 422),
         ("switch=lf-g1-r1&step=999999999d", 422),
         ("switch=lf-g1-r1&from=99999999999", 422),
         ("switch=no-such-switch", 404),
-        ("switch=lf-g1-r1&port=swp999", 404),
+        ("switch=lf-g1-r1&port=swp1", 404),  # a port lf-g1-r1 (1/1/c1/1...) does not have
         ("switch=%FF%FE", 400),  # not UTF-8
         ("switch=lf-g1-r1%00", 422),
     ],
@@ -382,13 +404,13 @@ async def test_sparklines_one_row_per_port(client: Client) -> None:
     body = await get_json(client, f"/v1/switches/{DOWN_LEAF}/sparklines?minutes=10")
     assert len(body["ports"]) == 32 and all(len(v) == len(body["times"]) for v in body["ports"].values())
     assert body["step_s"] == 20.0
-    assert any(v is not None and v > 1e9 for v in body["ports"]["swp1"])
+    assert any(v is not None and v > 1e9 for v in body["ports"][FIRST])
     await problem(client, "GET", f"/v1/switches/{DOWN_LEAF}/sparklines?metric=pfc_rx_pause_pps", 422)
     await problem(client, "GET", "/v1/switches/nope/sparklines", 404)
 
 
 async def test_pfc_series_of_one_priority(client: Client) -> None:
-    base = f"/v1/series?switch={STORM_LEAF}&port={STORM_PORT}&metric=pfc_tx_pause_pps"
+    base = f"/v1/series?switch={STORM_LEAF}&port={q(STORM_PORT)}&metric=pfc_tx_pause_pps"
     storm = await get_json(client, f"{base}&priority=3")  # the storm's priority
     other = await get_json(client, f"{base}&priority=4")
     total = await get_json(client, base)

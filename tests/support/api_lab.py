@@ -2,10 +2,12 @@
 its alerts, and a registered job.
 
 A 512-GPU fabric at radix 32 (4 groups x 8 rails, 80 switches) so the rails x groups map has
-more than one column. :func:`seed` feeds what ``FabricState`` reports through the collectors'
-``Pipeline`` (as ``tests/support/feed.py`` does) for a few 10 s rounds ending now, a leaf
-uplink going down and a PFC storm starting after the first, then runs one analyzer evaluation
-(``assess`` + ``store_run``) and syncs its alerts, exactly as ``fabricmon analyze`` would.
+more than one column, its ports named as seven NOSes name them (``--naming mixed``: the downed
+leaf is a Junos one, ``et-0/0/8:0``; the storm's a Cumulus one, ``swp1s1``). :func:`seed`
+feeds what ``FabricState`` reports through the collectors' ``Pipeline`` (as
+``tests/support/feed.py`` does) for a few 10 s rounds ending now, a leaf uplink going down
+and a PFC storm starting after the first, then runs one analyzer evaluation (``assess`` +
+``store_run``) and syncs its alerts, exactly as ``fabricmon analyze`` would.
 """
 
 from __future__ import annotations
@@ -37,10 +39,18 @@ from store.pgserver import EmbeddedStore
 from tests.conftest import run_sync
 
 S = 1_000_000_000
-FABRIC = build_aipod(FabricParams(gpus=512, radix=32))
+FABRIC = build_aipod(FabricParams(gpus=512, radix=32), "mixed")
 CONFIG = Config()
 DOWN_LEAF = "lf-g2-r3"  # its first uplink goes down: drift, rail 3 asymmetry, an outage
-STORM_LEAF, STORM_PORT = "lf-g3-r5", "swp2"  # a server-facing port pausing the leaf
+STORM_LEAF = "lf-g3-r5"
+
+
+def port(switch: str, place: int) -> str:
+    """The name of the ``place``-th port (1-based, design order) of ``switch``."""
+    return FABRIC.ports(switch)[place - 1].name
+
+
+STORM_PORT = port(STORM_LEAF, 2)  # a server-facing port pausing the leaf
 JOB_HOSTS = [f"srv-g2-{i:03d}" for i in range(1, 9)]  # under the downed uplink's leaf (rail 3)
 FAULTS: list[dict[str, Any]] = [
     {"kind": "link_down", "switch": DOWN_LEAF},

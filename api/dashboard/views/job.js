@@ -30,7 +30,7 @@ export async function job(m) {
   const nodes = [
     el("div", { class: "page" },
       el("section", { class: "panel wide", id: "job-head", "data-status": shown(health.status, health.stale) },
-        el("h2", { text: `Job ${id} ` }, el("small", { id: "status", class: shown(health.status, health.stale),
+        el("h2", { class: "named", text: `Job ${id} ` }, el("small", { id: "status", class: shown(health.status, health.stale),
           text: health.stale ? "stale verdict" : health.status })),
         el("dl", { class: "facts" },
           el("dt", { text: "hosts" }), el("dd", { id: "job-hosts", text: `${j.hosts.length} (${j.gpus} GPUs): ${listed}` }),

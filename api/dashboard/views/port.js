@@ -80,7 +80,7 @@ export async function port(m, query) {
   const nodes = [
     el("div", { class: "page" },
       el("section", { class: "panel wide" },
-        el("h2", { text: `${sw} : ${name}` }),
+        el("h2", { class: "named", text: `${sw} : ${name}` }),
         el("p", { class: "facts", text: facts }),
         el("div", { class: "controls" }, ...Object.keys(RANGES).map(pick), custom, prio),
         el("p", { class: "hint", text: `${clock(r.from)} – ${clock(r.to)} · shaded red: incidents on this port ` +

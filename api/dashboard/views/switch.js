@@ -45,7 +45,7 @@ export async function switchView(m) {
   const nodes = [
     el("div", { class: "page" },
       el("section", { class: "panel wide" },
-        el("h2", { text: `${name} ` }, el("small", { id: "status", class: shown(sw.status, health.stale),
+        el("h2", { class: "named", text: `${name} ` }, el("small", { id: "status", class: shown(sw.status, health.stale),
           text: health.stale ? "stale verdict" : sw.status || "unknown" })),
         el("p", { class: "facts", text: facts }),
         sw.rail !== null ? link(`#/rail/${sw.rail}${sw.group !== null ? `?group=${sw.group}` : ""}`, `rail ${sw.rail} ›`) : null),
