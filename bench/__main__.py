@@ -20,6 +20,7 @@ from bench import (
     analyzer_eval,
     api_latency,
     collect_e2e,
+    discover_16k,
     gnmi_collector,
     shard_failover,
     sim_scale,
@@ -66,6 +67,7 @@ BENCHMARKS = {
     "snmp_collector": snmp_collector.run,
     "analyzer": analyzer_eval.run,
     "api": api_latency.run,
+    "discover": discover_16k.run,
 }
 
 

@@ -121,6 +121,9 @@ class _PortState:
     #: whose transition is on record, or the first status reading): a late reading of the same
     #: state can move the run's start earlier, never this.
     entered_ns: int = 0
+    #: The newest time a sample (a reading with counters, stamped when it was read) told the newest
+    #: run's state (older than the run's start when none did).
+    sampled_ns: int = 0
     #: Times of status transitions not yet set against a carrier-transitions interval.
     transitions: list[int] = field(default_factory=list)
     #: Transitions carrier-transitions counted (as hidden flaps) up to ``credit_until_ns`` that
@@ -335,13 +338,13 @@ class CounterTracker:
             _note_epochs(st, r)
 
         events: list[LinkEvent] = []
-        changed = False if r.oper_up is None and not r.removed else self._status(st, r, events)
+        has_pfc = not (r.pfc_rx is None and r.pfc_tx is None and r.pfc_rx_total is None and r.pfc_tx_total is None)
+        changed = False if r.oper_up is None and not r.removed else self._status(st, r, events, counters or has_pfc)
         if carrier_t0 is not None:
             self._carrier(st, r, deltas[_CARRIER][0], carrier_t0, events)
         if r.speed_bps is not None and newer:
             st.speed_bps = r.speed_bps
 
-        has_pfc = not (r.pfc_rx is None and r.pfc_tx is None and r.pfc_rx_total is None and r.pfc_tx_total is None)
         pfc = self._pfc(st, r, key, reset, first) if has_pfc else []
         if counters:
             port: PortSample | None = self._sample(r, st, values, deltas or None, reset=reset)
@@ -489,15 +492,16 @@ class CounterTracker:
 
     # --- status and flaps -----------------------------------------------------------------
 
-    def _status(self, st: _PortState, r: PortReading, events: list[LinkEvent]) -> bool:
-        """Link events for a status reading; True when it changed the port's oper status."""
+    def _status(self, st: _PortState, r: PortReading, events: list[LinkEvent], sample: object) -> bool:
+        """Link events for a status reading (``sample``: it carries counters too, so its status is
+        of its time); True when it changed the port's oper status."""
         up = False if r.removed else r.oper_up
         if up is None:
             return False
         t = r.time_ns
         runs = st.status
         if runs and t <= runs[-1][1]:
-            self._late_status(st, r, t, up, events)
+            self._late_status(st, r, t, up, events, bool(sample))
             return False
         at = t  # when the state this reading reports began, as far as we know
         if st.pending is not None:
@@ -519,6 +523,8 @@ class CounterTracker:
             runs.append([t, t, up])
             _trim_runs(st)
             st.entered_ns = t
+        if sample:
+            st.sampled_ns = t
         was = st.oper_up
         st.oper_up = up
         if was is None:  # the port's state is known from now on: on record, though not a transition
@@ -539,7 +545,9 @@ class CounterTracker:
         _note_transitions(st, at, 1)
         return True
 
-    def _late_status(self, st: _PortState, r: PortReading, t: int, up: bool, events: list[LinkEvent]) -> None:
+    def _late_status(
+        self, st: _PortState, r: PortReading, t: int, up: bool, events: list[LinkEvent], sample: bool
+    ) -> None:
         """A status reading older than the newest, placed among the port's status runs."""
         runs = st.status
         i = bisect.bisect_right(runs, t, key=_run_start) - 1  # the run that began last at or before t
@@ -549,29 +557,25 @@ class CounterTracker:
             return
         first, last, was = runs[i]
         newest = i == len(runs) - 1
-        if t <= last and newest and t >= st.entered_ns:
-            # Inside the newest run, after the reading that entered its state: an excursion, or a
-            # change that a repeat of the state stamped just after it (jitter, another stream) hid.
-            # The next reading in order tells which.
-            if st.pending is None:
-                if was != up:
-                    st.pending = (t, up)
-            elif up == st.pending[1]:
-                st.pending = (min(st.pending[0], t), up)
-            elif t > st.pending[0]:  # back to the run's state: it came and went
-                pt, st.pending = st.pending[0], None
-                self._excursion(st, r, pt, was, events)
-            return
+        if t <= last and newest:
+            # Before a reading of the run's state that cannot have hidden a change (see below)?
+            pinned = t < st.entered_ns or t <= st.sampled_ns
+            if sample and was == up:
+                st.sampled_ns = max(st.sampled_ns, t)
+            if not pinned:
+                self._late_in_newest_run(st, r, t, up, was, events)
+                return
         if t <= last:
-            # Inside an older run, or inside the newest one before the reading in order that
-            # entered its state (a late reading moved its start earlier than that): the readings on
-            # both sides decide at once. The reading that entered the newest run's state is never a
-            # repeat that hid a change: its transition is on record, so a change here would count
-            # that state again when the readings that explain it come.
+            # Inside an older run, or inside the newest one before a reading of its state that
+            # cannot have hidden a change: the readings on both sides decide at once. The reading in
+            # order that entered the newest run's state (a late one can move the run's start earlier
+            # than that) has its transition on record, and a sample's status is of its own time; a
+            # change here would drop them from the runs, and the readings that explain them, when
+            # they come, would be counted again as an excursion.
             if was == up:
                 return
             # An excursion the readings on both sides of it hid: a flap.
-            after = st.entered_ns if newest else last
+            after = last if not newest else st.entered_ns if t < st.entered_ns else st.sampled_ns
             runs[i : i + 1] = [[first, first, was], [t, t, up], [after, last, was]]
             if newest and not was and st.down_since_ns is not None:
                 st.down_since_ns = after  # the port was up at t: the outage in force began after it
@@ -583,6 +587,22 @@ class CounterTracker:
             runs[i + 1][0] = t  # the state after began earlier
             if not up and i + 1 == len(runs) - 1 and st.oper_up is False and st.down_since_ns is not None:
                 st.down_since_ns = min(st.down_since_ns, t)  # the outage began earlier than we knew
+
+    def _late_in_newest_run(
+        self, st: _PortState, r: PortReading, t: int, up: bool, was: bool, events: list[LinkEvent]
+    ) -> None:
+        """A late status reading inside the newest run, after the reading that entered its state and
+        after every sample of it: an excursion, or a change that a repeat of the state stamped just
+        after it (jitter, another stream, state placed at its receive time) hid. The next reading in
+        order tells which."""
+        if st.pending is None:
+            if was != up:
+                st.pending = (t, up)
+        elif up == st.pending[1]:
+            st.pending = (min(st.pending[0], t), up)
+        elif t > st.pending[0]:  # back to the run's state: it came and went
+            pt, st.pending = st.pending[0], None
+            self._excursion(st, r, pt, was, events)
 
     def _excursion(self, st: _PortState, r: PortReading, t: int, around: bool, events: list[LinkEvent]) -> None:
         """A state that came and went at ``t`` between readings of ``around``: one flap."""

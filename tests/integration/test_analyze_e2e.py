@@ -93,13 +93,14 @@ def _config(written: dict[str, Any], tmp: Path, webhook: str | None = None) -> C
 
 @contextlib.asynccontextmanager
 async def lab(
-    dsn: str, tmp: Path, webhook: str | None = None, nos: tuple[Nos, ...] = (Nos.OPENCONFIG,)
+    dsn: str, tmp: Path, webhook: str | None = None, nos: tuple[Nos, ...] = (Nos.OPENCONFIG,), naming: str = "swp"
 ) -> AsyncIterator[Lab]:
-    """Simulator process + collector + database; ``nos``: the switches' notification shapes."""
+    """Simulator process + collector + database; ``nos``: the switches' notification shapes;
+    ``naming``: the fabric's port names (``mixed``: each switch its NOS's names and shape)."""
     args = ["--gpus", str(PARAMS.gpus), "--radix", str(PARAMS.radix), "--seed", "11"]
     args += ["--gnmi", "127.0.0.1:0", "--snmp", "127.0.0.1:0", "--control", "127.0.0.1:0"]
-    args += ["--nos", ",".join(n.value for n in nos)]
-    fabric = build_aipod(PARAMS)
+    args += ["--nos", ",".join(n.value for n in nos), "--naming", naming]
+    fabric = build_aipod(PARAMS, naming)
     with started_sim(tmp, args, SWITCHES) as sim:
         pool = await create_pool(dsn)
         stop = asyncio.Event()

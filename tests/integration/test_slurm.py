@@ -51,7 +51,16 @@ pytestmark = [
     ),
 ]
 
-FABRIC = build_aipod(FabricParams(gpus=1024))  # 128 servers: one incident may drain 1 host
+#: 128 servers (one incident may drain 1 host), ports named as seven NOSes name them: lf-g1-r1's are
+#: SR OS-style ``1/1/c1/1``, so reasons and commands carry '/' to a real slurmctld
+FABRIC = build_aipod(FabricParams(gpus=1024), "mixed")
+
+
+def port(switch: str, place: int) -> str:
+    """The ``place``-th port (design order) of ``switch``, by its name."""
+    return FABRIC.ports(switch)[place - 1].name
+
+
 NODES = ("srv-g1-001", "srv-g1-002", "srv-g1-003", "srv-g1-004")
 HOLD = 5.0
 
@@ -77,10 +86,11 @@ def config(c: SlurmCluster, **kw: Any) -> SlurmConfig:
 
 
 def server_link(port: int, rule: str = "link_flapping", severity: str = "critical", leaf: str = "lf-g1-r1") -> Finding:
-    """A finding on a NIC cable of srv-g1-00<port> (<leaf>:swp<port>; rail r's leaf for its GPU r)."""
-    key = f"{leaf}:swp{port}"
+    """A finding on a NIC cable of srv-g1-00<port> (<leaf>'s port <port>; rail r's leaf for its GPU r)."""
+    name = FABRIC.ports(leaf)[port - 1].name
+    key = f"{leaf}:{name}"
     details: dict[str, Any] = {"down_now": True, "down_for_s": 30.0} if rule == "link_outage" else {"flaps": 5}
-    return Finding(rule, key, severity, f"{key} {rule}", links_scope(FABRIC, [(leaf, f"swp{port}")]), details)  # type: ignore[arg-type]
+    return Finding(rule, key, severity, f"{key} {rule}", links_scope(FABRIC, [(leaf, name)]), details)  # type: ignore[arg-type]
 
 
 def leaf_gone(leaf: str = "lf-g1-r1") -> Finding:
@@ -408,8 +418,8 @@ async def test_checkpoint_signals_the_batch_steps_of_the_jobs_on_its_hosts(
     slurm.wait(lambda: slurm.job_state(job) == "RUNNING", 30, "the training job")
     executor = SlurmExecutor(pool, config(slurm, checkpoint_signal="USR1"))
     errors = Finding(
-        "error_rate", "lf-g1-r1:swp2", "critical", "lf-g1-r1:swp2 FCS errors",
-        links_scope(FABRIC, [("lf-g1-r1", "swp2")]), {"fcs_per_hour": 9000.0},
+        "error_rate", f"lf-g1-r1:{port('lf-g1-r1', 2)}", "critical", f"lf-g1-r1:{port('lf-g1-r1', 2)} FCS errors",
+        links_scope(FABRIC, [("lf-g1-r1", port("lf-g1-r1", 2))]), {"fcs_per_hour": 9000.0},
     )  # fmt: skip
     r = await sync(pool, [errors], datetime.now(UTC), Policy(SCHEDULER, drain=True, checkpoint=True))
     assert r.actions == 1
@@ -456,7 +466,7 @@ async def test_end_to_end_a_flapping_cable_under_a_discovered_job_drains_its_nod
     running job is discovered, its health shows the fault, the flapping NIC cable's node is drained
     while the job runs on, and resumed once the incident resolves."""
     job = slurm.sbatch(NODES)
-    async with lab(fresh_db, tmp_path) as lb:
+    async with lab(fresh_db, tmp_path, naming="mixed") as lb:
         assert lb.sim.state is not None and lb.sim.fabric is not None
         analyzer = lb.config.analyzer.model_copy(update={"resolve_hold_down_s": 6.0})
         schedulers = {"slurm": {"slurm_conf": str(slurm.conf), "poll_s": 1, "command_timeout_s": 20}}
@@ -479,10 +489,12 @@ async def test_end_to_end_a_flapping_cable_under_a_discovered_job_drains_its_nod
         try:
             await until(lambda: (h := health()) is not None and h["status"] == "healthy", 40, "the job discovered")
             assert health()["hosts"] == 4  # type: ignore[index]
-            fault = lb.sim.state.apply({"kind": "link_flap", "switch": "lf-g1-r1", "port": "swp2", "period_s": 1.0})
+            cable = lb.sim.fabric.ports("lf-g1-r1")[1].name  # srv-g1-002's NIC cable: "1/1/c2/1"
+            fault = lb.sim.state.apply({"kind": "link_flap", "switch": "lf-g1-r1", "port": cable, "period_s": 1.0})
             await until(lambda: slurm.node("srv-g1-002").drained, 60, "srv-g1-002 drained")
             node = slurm.node("srv-g1-002")
-            assert node.reason.startswith("fabricmon: ") and "lf-g1-r1:swp2" in node.reason, node
+            # the reason names the port as the switch does, through a real slurmctld
+            assert node.reason.startswith("fabricmon: ") and f"lf-g1-r1:{cable}" in node.reason, node
             assert [n for n in NODES if slurm.node(n).drained] == ["srv-g1-002"]
             assert slurm.job_state(job) == "RUNNING"
             await until(lambda: (h := health()) is not None and h["status"] != "healthy", 20, "the job's health")
@@ -607,8 +619,11 @@ def _trapping_job(slurm: SlurmCluster, tmp_path: Path, node: str) -> tuple[str, 
 
 def _storm() -> Finding:
     """A PFC storm behind srv-g1-001's and srv-g1-002's ports: checkpoint both hosts' jobs."""
-    scope = links_scope(FABRIC, [("lf-g1-r1", "swp1"), ("lf-g1-r1", "swp2")])
-    return Finding("pfc_storm", "lf-g1-r1:swp1", "critical", "PFC storm at lf-g1-r1:swp1", scope, {"ratio": 0.4})
+    first, second = port("lf-g1-r1", 1), port("lf-g1-r1", 2)
+    scope = links_scope(FABRIC, [("lf-g1-r1", first), ("lf-g1-r1", second)])
+    return Finding(
+        "pfc_storm", f"lf-g1-r1:{first}:3", "critical", f"PFC storm at lf-g1-r1:{first}", scope, {"ratio": 0.4}
+    )
 
 
 async def test_a_checkpoint_retried_after_a_crash_never_signals_a_job_twice(
