@@ -109,6 +109,7 @@ def clean(sent: list[dict[str, Any]]) -> tuple[str, str, set[str]]:
     "nos",
     [
         "openconfig",
+        "named",  # --naming mixed: each switch its NOS's port names, gNMI shape, ifIndex and LLDP
         pytest.param(
             "mixed",
             marks=pytest.mark.xfail(
@@ -121,20 +122,30 @@ def clean(sent: list[dict[str, Any]]) -> tuple[str, str, set[str]]:
 )
 async def test_scenario_matrix_one_incident_per_fault(fresh_db: str, tmp_path: Path, nos: str) -> None:
     """Every fault kind, one incident each, whatever the switches send (``mixed``: every NOS shape)."""
-    shapes = parse_nos(nos)
-    async with receiver() as (url, got), lab(fresh_db, tmp_path, url, shapes) as lb, analyzing(lb) as service:
+    naming = "mixed" if nos == "named" else "swp"
+    shapes = parse_nos("openconfig" if nos == "named" else nos)
+    async with (
+        receiver() as (url, got),
+        lab(fresh_db, tmp_path, url, shapes, naming=naming) as lb,
+        analyzing(lb) as service,
+    ):
         await until(lambda: service.rounds > 8, 30, "the analyzer past its warm-up")
+
+        def at(switch: str, place: int) -> str:  # a port by its place, named as this fabric names it
+            return lb.sim.fabric.ports(switch)[place - 1].name
+
         expected: list[tuple[dict[str, Any], set[str], set[str]]] = [
             # fault, acceptable root rules, acceptable actions
             ({"kind": "link_down", "switch": "lf-g1-r3"}, {"link_outage", "oversubscription_drift"}, {"observe"}),
             ({"kind": "speed_degrade", "switch": "lf-g2-r6", "speed_gbps": 200}, {"oversubscription_drift"},
              {"observe"}),
-            ({"kind": "pfc_storm", "switch": "lf-g1-r2", "port": "swp33", "rate_pps": 20000}, {"pfc_storm"},
+            ({"kind": "pfc_storm", "switch": "lf-g1-r2", "port": at("lf-g1-r2", 33), "rate_pps": 20000}, {"pfc_storm"},
              {"checkpoint"}),
-            ({"kind": "link_flap", "switch": "lf-g2-r1", "port": "swp2", "period_s": 1.0},
+            ({"kind": "link_flap", "switch": "lf-g2-r1", "port": at("lf-g2-r1", 2), "period_s": 1.0},
              {"link_flapping", "link_outage"}, {"drain"}),
             ({"kind": "miswire", "server": "srv-g2-005", "gpu": 4, "to_leaf": "lf-g2-r7"}, {"miswire"}, {"drain"}),
-            ({"kind": "error_burst", "switch": "lf-g1-r5", "port": "swp33", "rate_pps": 500}, {"error_rate"},
+            ({"kind": "error_burst", "switch": "lf-g1-r5", "port": at("lf-g1-r5", 33), "rate_pps": 500},
+             {"error_rate"},
              {"observe", "checkpoint"}),
             ({"kind": "switch_unreachable", "switch": "sp-r5-1"}, {"stale_switch"}, {"observe"}),
             ({"kind": "reboot", "switch": "sp-r4-1", "boot_s": 6},
