@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from fabric.errors import TopologyError
+from fabric.model import Role
+
+_ROLES = {r.value: r for r in Role}
 
 
 class EntryError(TopologyError):
@@ -88,3 +91,20 @@ def entries(raw: Mapping[str, Any], key: str) -> list[Any]:
     if not isinstance(value, list):
         raise EntryError(f"{key}: expected a list, got {type(value).__name__}", (key,))
     return value
+
+
+def switch_head(
+    entry: Any, i: int, allowed: tuple[str, ...], taken: Mapping[str, object]
+) -> tuple[Mapping[str, Any], str, Role, str, tuple[str | int, ...]]:
+    """The checked start of ``switches[i]``: (its mapping, name, role, "where" for messages, position)."""
+    at: tuple[str | int, ...] = ("switches", i)
+    where = f"switches[{i}]"
+    m = mapping(entry, where, allowed, at)
+    name = node_name(where, "name", m.get("name"), at)
+    where = f"{where} ({name})"
+    role = _ROLES.get(m["role"]) if isinstance(m.get("role"), str) else None
+    if role is None:
+        raise EntryError(f"{where}: role must be one of {', '.join(_ROLES)}, got {m.get('role')!r}", at)
+    if name in taken:
+        raise EntryError(f"{where}: duplicate switch name", at)
+    return m, name, role, where, at

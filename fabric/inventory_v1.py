@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fabric.errors import TopologyError
-from fabric.inventory_fields import EntryError, entries, integer, mapping, node_name, optional_int, text
+from fabric.inventory_fields import EntryError, entries, integer, mapping, node_name, optional_int, switch_head, text
 from fabric.model import (
     LEGACY_NIC_PREFIX,
     LINK_ENDS,
@@ -111,16 +111,7 @@ def _switches(items: list[Any], params: FabricParams) -> dict[str, Switch]:
     switches: dict[str, Switch] = {}
     ordinal = dict.fromkeys(Role, 0)
     for i, entry in enumerate(items):
-        at: tuple[str | int, ...] = ("switches", i)
-        where = f"switches[{i}]"
-        m = mapping(entry, where, _SWITCH_KEYS, at)
-        name = node_name(where, "name", m.get("name"), at)
-        where = f"{where} ({name})"
-        role = _ROLES.get(m["role"]) if isinstance(m.get("role"), str) else None
-        if role is None:
-            raise EntryError(f"{where}: role must be one of {', '.join(_ROLES)}, got {m.get('role')!r}", at)
-        if name in switches:
-            raise EntryError(f"{where}: duplicate switch name", at)
+        m, name, role, where, at = switch_head(entry, i, _SWITCH_KEYS, switches)
         ordinal[role] += 1
         radix = integer(where, "radix", m.get("radix", params.radix), 4, at)
         if radix % 2:

@@ -47,6 +47,7 @@ from fabric.inventory_fields import (
     node_name,
     optional_int,
     port,
+    switch_head,
     text,
 )
 from fabric.model import TIER, Endpoint, Fabric, Link, LinkKind, Role, Server, Switch, natural_key
@@ -96,16 +97,7 @@ def _switch_entries(items: list[Any]) -> dict[str, tuple[Switch, tuple[str, ...]
     out: dict[str, tuple[Switch, tuple[str, ...], Mapping[str, Any]]] = {}
     ordinal = dict.fromkeys(Role, 0)
     for i, entry in enumerate(items):
-        at: tuple[str | int, ...] = ("switches", i)
-        where = f"switches[{i}]"
-        m = mapping(entry, where, SWITCH_KEYS, at)
-        name = node_name(where, "name", m.get("name"), at)
-        where = f"{where} ({name})"
-        role = _ROLES.get(m["role"]) if isinstance(m.get("role"), str) else None
-        if role is None:
-            raise EntryError(f"{where}: role must be one of {', '.join(_ROLES)}, got {m.get('role')!r}", at)
-        if name in out:
-            raise EntryError(f"{where}: duplicate switch name", at)
+        m, name, role, where, at = switch_head(entry, i, SWITCH_KEYS, out)
         ordinal[role] += 1
         listed = m.get("ports") or []
         if not isinstance(listed, list):
