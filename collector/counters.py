@@ -117,6 +117,9 @@ class _PortState:
     status: list[list[Any]] = field(default_factory=list)
     #: The state of the newest run trimmed off ``status`` (what held before the oldest kept run).
     trimmed_up: bool | None = None
+    #: The oldest status reading ever seen: before it no status is known, even once the runs that
+    #: began there were trimmed off.
+    first_status_ns: int | None = None
     #: When the newest run's state was entered as far as the readings in order tell (the reading
     #: whose transition is on record, or the first status reading): a late reading of the same
     #: state can move the run's start earlier, never this.
@@ -272,6 +275,8 @@ def _status_at(st: _PortState, t: int) -> bool | None:
     runs = st.status
     if not runs or t >= runs[-1][0]:
         return st.oper_up
+    if st.first_status_ns is not None and t < st.first_status_ns:
+        return None
     i = bisect.bisect_right(runs, t, key=_run_start) - 1
     return st.trimmed_up if i < 0 else bool(runs[i][2])
 
@@ -499,6 +504,7 @@ class CounterTracker:
         if up is None:
             return False
         t = r.time_ns
+        st.first_status_ns = t if st.first_status_ns is None else min(st.first_status_ns, t)
         runs = st.status
         if runs and t <= runs[-1][1]:
             self._late_status(st, r, t, up, events, bool(sample))

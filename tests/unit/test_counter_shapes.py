@@ -486,6 +486,16 @@ def test_a_flapping_port_keeps_its_status_for_counters_older_than_the_runs_kept(
     assert late.port is not None and late.port.oper_status == 1
 
 
+def test_counters_older_than_every_status_reading_carry_no_status_once_runs_were_trimmed() -> None:
+    """Nine status runs, one trimmed off: a counters reading older than the first status reading of
+    all (a counters stream lagging the status stream) still carries no status, not the trimmed one."""
+    t = CounterTracker()
+    for i in range(9):
+        t.ingest(_reading(T0 + S + i * S, oper_up=i % 2 == 0))
+    early = t.ingest(_reading(T0, in_octets=0, out_octets=0))
+    assert early.port is not None and early.port.oper_status is None
+
+
 @settings(max_examples=150, deadline=None)
 @given(**INTERLEAVINGS, start=st.floats(-0.1, 1.5))
 def test_a_row_never_carries_a_status_from_its_future(
