@@ -47,7 +47,6 @@ TOP_KEYS = ("version", "params", "switches", "servers", "links")
 _PARAM_KEYS = ("gpus", "rails", "radix", "speed_gbps")
 _SWITCH_KEYS = ("name", "role", "index", "group", "rail", "plane", "radix", "speed_gbps", "mgmt_address")
 _SERVER_KEYS = ("name", "group", "index", "gpus")
-_ROLES = {r.value: r for r in Role}
 LINK_FIELDS = "[a_node, a_port, b_node, b_port, kind, rail, speed_gbps]"
 
 

@@ -58,7 +58,6 @@ FABRIC_KEYS = ("name", "rails", "speed_gbps")
 SWITCH_KEYS = ("name", "role", "index", "group", "rail", "plane", "mgmt_address", "nos", "speed_gbps", "ports")
 SERVER_KEYS = ("name", "group", "index", "nics")
 LINK_FIELDS = "[a_node, a_port, b_node, b_port, speed_gbps]"
-_ROLES = {r.value: r for r in Role}
 _KIND = {
     (0, 1): LinkKind.SERVER_LEAF,
     (1, 2): LinkKind.LEAF_SPINE,
