@@ -5,24 +5,13 @@ IEEE8021-PFC-MIB as EOS 4.19 answered them, quirks included (lldpLocPortNum 97 f
 Management1, whose ifIndex is 999001). What the collector reads is checked against the
 recording file itself.
 
-snmpsim runs as a subprocess. It imports ``pysmi`` only to print its version, and a ``pysmi``
-installed beside pysnmp makes pysnmp import pysmi's deprecated names (a DeprecationWarning,
-an error under our pytest settings), so the subprocess gets a stand-in module instead. The
-data file is named ``self`` (snmpsim's label for its own engine id): snmpsim then serves it
-to the empty v2c community and to SNMPv3 requests with an empty context name, which lets
-gufo-snmp's SNMPv3 (it sends no context name) be tested.
+snmpsim (tests/support/snmpsim.py) serves the data file as ``self`` (snmpsim's label for its
+own engine id): snmpsim then serves it to the empty v2c community and to SNMPv3 requests with
+an empty context name, which lets gufo-snmp's SNMPv3 (it sends no context name) be tested.
 """
 
 from __future__ import annotations
 
-import asyncio
-import bz2
-import importlib.util
-import os
-import shutil
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -36,52 +25,21 @@ from collector.config import CollectorConfig, SnmpV3Config
 from collector.oids import ETHERNET_IF_TYPES
 from collector.records import PFC_TOTAL_WRAP32, TargetState
 from collector.snmp import SnmpCollector
-from collector.snmp_client import SnmpTimeout
-from collector.snmp_gufo import GufoClient
 from collector.targets import SwitchTarget
 from tests.integration.test_collector_snmp import RecordingSink, collecting, until
+from tests.support.snmpsim import column, parse_snmprec, serving
+from tests.support.snmpsim import recording as recording_path
 
 RECORDING = "cloud/arista-dcs-7150s-52-cl.snmprec.bz2"
 V3_ARGS = ["--v3-user=fabricmon", "--v3-auth-key=fabricmon-auth", "--v3-auth-proto=SHA",
            "--v3-priv-key=fabricmon-priv", "--v3-priv-proto=AES"]  # fmt: skip
-_LAUNCH = (
-    "import sys, types; sys.modules['pysmi'] = types.SimpleNamespace(__version__='n/a'); "
-    "from snmpsim.commands.responder import main; sys.exit(main())"
-)
 
 
 def _recording() -> Path | None:
-    spec = importlib.util.find_spec("snmpsim_data")
-    if spec is None or not spec.submodule_search_locations or importlib.util.find_spec("snmpsim") is None:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "data" / RECORDING
-    return path if path.exists() else None
+    return recording_path(RECORDING)
 
 
 pytestmark = pytest.mark.skipif(_recording() is None, reason="snmpsim and snmpsim-data are not installed")
-
-
-def parse_snmprec(path: Path) -> dict[str, int | bytes | str]:
-    """``oid|tag|value`` lines → OID → value (integers as int, strings as bytes)."""
-    out: dict[str, int | bytes | str] = {}
-    with bz2.open(path, "rt", encoding="latin-1") as f:
-        lines = f.read().splitlines()
-    for line in lines:
-        oid, tag, value = line.split("|", 2) if line.count("|") >= 2 else (line, "", "")
-        if tag in {"2", "65", "66", "67", "70"}:
-            out[oid] = int(value)
-        elif tag == "4":
-            out[oid] = value.encode("latin-1")
-        elif tag == "4x":
-            out[oid] = bytes.fromhex(value)
-        elif tag:
-            out[oid] = value
-    return out
-
-
-def column(rec: dict[str, int | bytes | str], prefix: str) -> dict[str, int | bytes | str]:
-    p = prefix + "."
-    return {oid[len(p) :]: v for oid, v in rec.items() if oid.startswith(p)}
 
 
 @pytest.fixture(scope="module")
@@ -91,58 +49,13 @@ def recording() -> dict[str, int | bytes | str]:
     return parse_snmprec(path)
 
 
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def snmpsim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """snmpsim on 127.0.0.1:<port> serving the recording; yields the address."""
     path = _recording()
     assert path is not None
-    base = tmp_path_factory.mktemp("snmpsim")
-    (base / "data").mkdir()
-    # uncompressed: snmpsim seeks to each record, and seeking in a .bz2 decompresses from the start
-    with bz2.open(path) as src, (base / "data" / "self.snmprec").open("wb") as dst:
-        shutil.copyfileobj(src, dst)
-    port = _free_udp_port()
-    cmd = [sys.executable, "-c", _LAUNCH, f"--data-dir={base / 'data'}", f"--cache-dir={base / 'cache'}",
-           f"--agent-udpv4-endpoint=127.0.0.1:{port}", "--logging-method=null", *V3_ARGS]  # fmt: skip
-    env = {**os.environ, "SNMPSIM_ALLOW_ROOT": "true"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        address = f"127.0.0.1:{port}"
-        asyncio.run(_wait_ready(address, proc))
+    with serving({"self": path}, tmp_path_factory.mktemp("snmpsim"), V3_ARGS) as address:
         yield address
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
-
-
-async def _wait_ready(address: str, proc: subprocess.Popen[bytes]) -> None:
-    target = SwitchTarget("self", "snmp", address, community=SecretStr(""), timeout_s=0.5, retries=0)
-    client = GufoClient(target, lambda what, n: None)
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-            raise RuntimeError(f"snmpsim exited with {proc.returncode}: {err[-2000:]}")
-        try:
-            if await client.get(["1.3.6.1.2.1.1.3.0"]):
-                return
-        except SnmpTimeout:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError("snmpsim did not answer within 60 s")
-        await asyncio.sleep(0.2)
 
 
 def _target(
