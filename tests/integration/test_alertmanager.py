@@ -52,7 +52,7 @@ if ALERTMANAGER is None or AMTOOL is None:
         allow_module_level=True,
     )
 
-FABRIC = build_aipod(FabricParams(gpus=1024))
+FABRIC = build_aipod(FabricParams(gpus=1024), naming="mixed")  # vendor port names
 EXTERNAL = "http://fabricmon.test:8080"
 #: Long enough that no alert ends by itself during a test: a resolve seen is one fabricmon sent.
 INTERVAL_S = 60.0
@@ -217,12 +217,13 @@ async def pushing(pool: asyncpg.Pool, ams: list[AlertmanagerConfig], **kw: Any) 
 def outage(port: int) -> Finding:
     """Server ``port``'s link down, on a leaf of its own: one incident each."""
     leaf = f"lf-g{(port - 1) // 8 + 1}-r{(port - 1) % 8 + 1}"
+    name = FABRIC.ports(leaf)[port - 1].name  # the port at place ``port``, as its NOS names it
     return Finding(
         rule="link_outage",
-        key=f"{leaf}:swp{port}",
+        key=f"{leaf}:{name}",
         severity="critical",
-        summary=f"{leaf}:swp{port} is down",
-        scope=links_scope(FABRIC, [(leaf, f"swp{port}")]),
+        summary=f"{leaf}:{name} is down",
+        scope=links_scope(FABRIC, [(leaf, name)]),
         details={"down_now": True, "down_for_s": 30.0},
     )
 
@@ -245,7 +246,7 @@ def at(value: str) -> datetime:
 async def test_an_incident_fires_then_resolves_with_the_same_labels(pool: asyncpg.Pool, alertmanagers: Lab) -> None:
     am = await alertmanagers("am")
     rx = alertmanagers.receiver
-    assert (await sync(pool, [3])).fired == 1
+    assert (await sync(pool, [4])).fired == 1  # a Junos breakout port: '/' and ':' in its name
     (alert_id,) = [r["id"] for r in await pool.fetch("SELECT id FROM alerts")]
     async with pushing(pool, [am.config()]) as pusher:
         await push(pusher)
@@ -254,16 +255,16 @@ async def test_an_incident_fires_then_resolves_with_the_same_labels(pool: asyncp
         assert firing["labels"] == {
             "alertname": "link_outage",
             "fingerprint": firing["labels"]["fingerprint"],
-            "switch": "lf-g1-r3",
-            "port": "swp3",
-            "rail": "3",
+            "switch": "lf-g1-r4",
+            "port": "et-0/0/1:1",
+            "rail": "4",
             "group": "1",
-            "server": "srv-g1-003",
+            "server": "srv-g1-004",
             "fabric": "pod-test",
         }
         ann = firing["annotations"]
-        assert ann["summary"] == "lf-g1-r3:swp3 is down" and ann["recommended_action"] == "drain"
-        assert ann["hosts"] == "srv-g1-003" and ann["action_hosts"] == "srv-g1-003"
+        assert ann["summary"] == "lf-g1-r4:et-0/0/1:1 is down" and ann["recommended_action"] == "drain"
+        assert ann["hosts"] == "srv-g1-004" and ann["action_hosts"] == "srv-g1-004"
         assert ann["incident_url"] == f"{EXTERNAL}/v1/incidents/{alert_id}" == firing["generatorURL"]
 
         await push(pusher)  # re-sent while firing: still one alert, notified once

@@ -40,7 +40,8 @@ from store.db import create_pool
 
 pytestmark = pytest.mark.db
 
-FABRIC = build_aipod(FabricParams(gpus=2048))  # four groups: up to 32 outages on 32 leaves
+#: four groups (up to 32 outages on 32 leaves), ports named as each leaf's NOS names them
+FABRIC = build_aipod(FabricParams(gpus=2048), naming="mixed")
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 FAST = {"timeout_s": 1.0, "backoff_initial_s": 0.05, "backoff_max_s": 0.2}
 
@@ -151,12 +152,13 @@ async def wait_until(pred: Callable[[], bool], within: float = 10.0) -> None:
 def outage(port: int) -> Finding:
     """Server ``port``'s link down on a leaf of its own (four of one leaf at once would be the leaf)."""
     leaf = f"lf-g{(port - 1) // 8 + 1}-r{(port - 1) % 8 + 1}"
+    name = FABRIC.ports(leaf)[port - 1].name  # the port at place ``port``, as its NOS names it
     return Finding(
         rule="link_outage",
-        key=f"{leaf}:swp{port}",
+        key=f"{leaf}:{name}",
         severity="critical",
-        summary=f"{leaf}:swp{port} is down",
-        scope=links_scope(FABRIC, [(leaf, f"swp{port}")]),
+        summary=f"{leaf}:{name} is down",
+        scope=links_scope(FABRIC, [(leaf, name)]),
         details={"down_now": True, "down_for_s": 30.0},
     )
 
@@ -208,6 +210,10 @@ async def test_signed_bodies_in_both_formats_with_jobs(pool: asyncpg.Pool, recei
     assert body["event"] == "alert.firing" and body["recommended_action"] == "drain"
     assert body["jobs"] == [{"id": "llm-a", "affected_hosts": ["srv-g1-001"]}]
     assert body["affected"]["servers"] == ["srv-g1-001"] and body["affected"]["gpus"] == 1
+    # the port as the leaf's NOS names it (OpenConfig-style here), in the scope and the summary
+    assert (
+        body["affected"]["ports"] == ["lf-g1-r1:1/1/c1/1"] and body["alert"]["summary"] == "lf-g1-r1:1/1/c1/1 is down"
+    )
     assert body["alert"]["rule"] == "link_outage" and body["alert"]["state"] == "firing"
     assert f_res["body"]["alert"]["state"] == "resolved" and f_res["body"]["alert"]["ended_at"]
 
@@ -215,6 +221,7 @@ async def test_signed_bodies_in_both_formats_with_jobs(pool: asyncpg.Pool, recei
     assert a_fire["version"] == "4" and a_fire["status"] == "firing"
     assert a_fire["alerts"][0]["endsAt"] == ZERO_TIME and a_fire["alerts"][0]["labels"]["alertname"] == "link_outage"
     assert a_fire["alerts"][0]["annotations"]["jobs"] == "llm-a"
+    assert (a_fire["alerts"][0]["labels"]["switch"], a_fire["alerts"][0]["labels"]["port"]) == ("lf-g1-r1", "1/1/c1/1")
     assert a_res["status"] == "resolved" and a_res["alerts"][0]["endsAt"] != ZERO_TIME
     assert await statuses(pool) == Counter(delivered=6)
     assert sum(s.delivered for s in sender.stats) == 6
