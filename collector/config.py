@@ -15,9 +15,15 @@ from config.base import Section, check_hostport
 
 
 class TlsConfig(Section):
-    """gNMI transport security. ``enabled: false`` is plaintext gRPC (lab and simulator only)."""
+    """gNMI transport security (SPEC §10.6): TLS with certificate verification unless switched off.
 
-    enabled: bool = False
+    ``ca_file`` None trusts the system's CAs. ``server_name`` is the name the switch's certificate
+    must carry (and the SNI sent) when it is not the address's host: many switches present a
+    certificate for their host name, or an IP-only one, while the collector dials another name.
+    ``enabled: false`` is plaintext and needs the target's ``insecure: true`` as well.
+    """
+
+    enabled: bool = True
     ca_file: Path | None = None
     cert_file: Path | None = None
     key_file: Path | None = None
@@ -28,6 +34,10 @@ class TlsConfig(Section):
         if (self.cert_file is None) != (self.key_file is None):
             raise ValueError("mTLS needs both 'cert_file' and 'key_file'")
         return self
+
+
+#: Plaintext gRPC, for targets that say ``insecure: true`` (and tests against a plaintext server).
+PLAINTEXT = TlsConfig(enabled=False)
 
 
 class SnmpV3Config(Section):
@@ -56,6 +66,10 @@ class TargetConfig(Section):
     target: str | None = "{switch}"
     profile: str = "openconfig"
     tls: TlsConfig = TlsConfig()
+    #: Plaintext on purpose: required beside ``tls: {enabled: false}`` (SPEC §10.6).
+    insecure: bool = False
+    #: ``username``/``password`` may travel in plaintext gRPC metadata (refused otherwise).
+    allow_plaintext_credentials: bool = False
     username: str | None = None
     password: SecretStr | None = None
     # SNMP
@@ -73,7 +87,28 @@ class TargetConfig(Section):
             raise ValueError("SNMP version 3 needs a 'v3' block (user, auth_key, priv_key)")
         if self.protocol == "snmp" and self.version == "2c" and self.community is None:
             raise ValueError("SNMP v2c needs 'community' (e.g. '{switch}' for the simulator)")
+        if self.protocol == "gnmi":
+            self._transport_security()
         return self
+
+    def _transport_security(self) -> None:
+        """SPEC §10.6: plaintext only when asked for twice, credentials never in it unless allowed."""
+        who = f"gNMI target {', '.join(self.switches)}"
+        if self.tls.enabled and self.insecure:
+            raise ValueError(
+                f"{who}: 'insecure: true' means plaintext and needs 'tls: {{enabled: false}}'; to keep TLS, "
+                "drop 'insecure' (certificates are always verified: set tls.ca_file or tls.server_name)"
+            )
+        if not self.tls.enabled and not self.insecure:
+            raise ValueError(
+                f"{who}: 'tls: {{enabled: false}}' is plaintext gRPC; say 'insecure: true' as well to mean it"
+            )
+        has_credentials = self.username is not None or self.password is not None
+        if not self.tls.enabled and has_credentials and not self.allow_plaintext_credentials:
+            raise ValueError(
+                f"{who}: username/password would travel in plaintext; enable TLS, "
+                "or set 'allow_plaintext_credentials: true' to send them anyway"
+            )
 
 
 _SHARD = re.compile(r"^(\d+)/(\d+)$")

@@ -44,7 +44,7 @@ from collector.gnmi_transport import Channel, build_channel
 from collector.gnmi_values import PortState, Resolver
 from collector.profiles import Subscription, load_profile
 from collector.records import Sink, TargetState
-from collector.targets import SwitchTarget
+from collector.targets import SwitchTarget, check_credentials, plaintext_warnings
 
 _SEVERITY = {
     TargetState.CONNECTED: 0,
@@ -126,9 +126,12 @@ class GnmiCollector:
         self._limit = asyncio.Semaphore(config.gnmi_concurrency)
         self._switches: list[_Switch] = []
         resolvers: dict[str, Resolver] = {}
-        for t in targets:
-            if t.protocol != "gnmi":
-                continue
+        gnmi = [t for t in targets if t.protocol == "gnmi"]
+        for t in gnmi:
+            check_credentials(t)  # credentials never reach plaintext metadata unless allowed
+        #: One warning per plaintext entry, logged now (SPEC §10.6).
+        self.plaintext_warnings = plaintext_warnings(gnmi)
+        for t in gnmi:
             profile = load_profile(t.profile)  # a bad profile is a config error: raise now
             resolver = resolvers.get(t.profile) or resolvers.setdefault(t.profile, Resolver(profile))
             sw = _Switch(t.switch, sink)

@@ -9,6 +9,7 @@ the switch. ``--shard I/N`` keeps a deterministic subset, stable across processe
 from __future__ import annotations
 
 import fnmatch
+import logging
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from pydantic import SecretStr
 from collector.config import SnmpV3Config, TargetConfig, TlsConfig
 from config.errors import ConfigError
 from fabric.model import Fabric, Switch
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,10 @@ class SwitchTarget:
     gnmi_target: str | None = None
     profile: str = "openconfig"
     tls: TlsConfig = field(default_factory=TlsConfig)
+    #: ``username``/``password`` may go into plaintext metadata (the entry said so, SPEC §10.6).
+    allow_plaintext_credentials: bool = False
+    #: The config entry this target came from (``targets[2]``): warnings name it.
+    entry: str = ""
     username: str | None = None
     password: SecretStr | None = None
     snmp_version: Literal["2c", "3"] = "2c"
@@ -83,6 +90,8 @@ def resolve(entry: TargetConfig, sw: Switch, where: str) -> SwitchTarget:
         gnmi_target=None if entry.target is None else _fill(entry.target, values, f"{where}.target"),
         profile=entry.profile,
         tls=entry.tls,
+        allow_plaintext_credentials=entry.allow_plaintext_credentials,
+        entry=where,
         username=None if entry.username is None else _fill(entry.username, values, f"{where}.username"),
         password=entry.password,
         snmp_version=entry.version,
@@ -106,6 +115,38 @@ def resolve_targets(entries: Sequence[TargetConfig], fabric: Fabric) -> tuple[li
         else:
             unmatched.append(name)
     return found, unmatched
+
+
+def check_credentials(target: SwitchTarget) -> None:
+    """Refuse credentials bound for plaintext gRPC unless the entry allowed it (SPEC §10.6).
+
+    The config refuses such an entry already; this guards targets built in code too, at the one
+    place the metadata is made."""
+    sends = target.username is not None or target.password is not None
+    if target.protocol == "gnmi" and sends and not target.tls.enabled and not target.allow_plaintext_credentials:
+        where = f" ({target.entry})" if target.entry else ""
+        raise ConfigError(
+            f"gNMI target {target.switch}{where}: username/password would travel in plaintext; "
+            "enable TLS or set 'allow_plaintext_credentials: true'"
+        )
+
+
+def plaintext_warnings(targets: Sequence[SwitchTarget]) -> list[str]:
+    """One warning per config entry whose gNMI switches are reached in plaintext, logged too."""
+    by_entry: dict[str, list[str]] = {}
+    for t in targets:
+        if t.protocol == "gnmi" and not t.tls.enabled:
+            by_entry.setdefault(t.entry or t.switch, []).append(t.switch)
+    out: list[str] = []
+    for entry, switches in by_entry.items():
+        shown = ", ".join(switches[:3]) + (f" and {len(switches) - 3} more" if len(switches) > 3 else "")
+        out.append(
+            f"{entry}: gNMI in plaintext (insecure: true) to {len(switches)} switch"
+            f"{'es' if len(switches) != 1 else ''} ({shown}): telemetry travels unencrypted and unauthenticated"
+        )
+    for message in out:
+        log.warning("%s", message)
+    return out
 
 
 def parse_shard(text: str) -> tuple[int, int]:
