@@ -12,10 +12,13 @@ import asyncio
 import contextlib
 import math
 import secrets
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from analyzer.job_store import Job, save_job
@@ -148,6 +151,7 @@ def demo_config(sim: RunningSim, opts: DemoOptions, webhook: str, secret: str, d
         gnmi_interval_s=opts.interval_s,
         snmp_interval_s=opts.interval_s,
         nos=sim.devices.assignment() if sim.devices is not None else None,
+        ca_file=sim.tls.ca_file if sim.tls is not None else None,
     )
     data["database"] = {"dsn": dsn, "writer": {"flush_interval_s": 0.5}}
     data["analyzer"] = {
@@ -184,9 +188,14 @@ async def run_demo(opts: DemoOptions, dsn: str, say: Say, stop: asyncio.Event) -
     names = "the swp plan's" if opts.naming == "swp" else f"{opts.naming} NOS"
     say(f"building a {opts.gpus}-GPU AIPod fabric with {names} port names and simulating every switch"
         " (gNMI for leaves, each in its NOS's shape; SNMP for spines)")  # fmt: skip
-    sim = await start_sim(SimOptions(params=FabricParams(gpus=opts.gpus), gnmi="127.0.0.1:0", snmp="127.0.0.1:0",
-                                     control="127.0.0.1:0", seed=opts.seed, nos=opts.nos,
-                                     naming=opts.naming))  # fmt: skip
+    tls_dir = Path(tempfile.mkdtemp(prefix="fabricmon-demo-tls-"))  # gNMI over TLS, as a fresh install runs it
+    try:
+        sim = await start_sim(SimOptions(params=FabricParams(gpus=opts.gpus), gnmi="127.0.0.1:0", snmp="127.0.0.1:0",
+                                         control="127.0.0.1:0", seed=opts.seed, nos=opts.nos,
+                                         naming=opts.naming, tls_dir=tls_dir))  # fmt: skip
+    except BaseException:
+        shutil.rmtree(tls_dir, ignore_errors=True)
+        raise
     try:
         assert sim.fabric is not None and sim.state is not None
         config = demo_config(sim, opts, webhook, secret, dsn)
@@ -219,6 +228,7 @@ async def run_demo(opts: DemoOptions, dsn: str, say: Say, stop: asyncio.Event) -
     finally:
         await stop_sim(sim)
         await receiver.stop()
+        shutil.rmtree(tls_dir, ignore_errors=True)
     return result
 
 

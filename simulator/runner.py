@@ -32,6 +32,7 @@ from simulator.nos import Devices, Nos, shapes_of
 from simulator.replay import ReplayView
 from simulator.scenario import Scenario, load_scenario, play
 from simulator.sim_config import Protocols, sim_config, write_sim_config
+from simulator.sim_tls import SimTls, prepare, server_names
 from simulator.snmp_agent import SnmpAgent, serve_snmp
 from simulator.view import FabricView
 
@@ -74,6 +75,11 @@ class SimOptions:
     clock_jitter_ms: float = 0.0
     #: Keep the sent-ledger (:mod:`simulator.ledger`); only for the NOS shapes it decodes.
     ledger: bool = False
+    #: Serve gNMI over TLS with the CA and server certificate kept here (:mod:`simulator.sim_tls`);
+    #: None: plaintext. ``fabricmon sim`` sets it unless ``--plaintext``; in-process tests leave it.
+    tls_dir: Path | None = None
+    #: Names the server certificate carries besides the listen host and the local ones.
+    tls_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.ledger:
@@ -97,6 +103,8 @@ class RunningSim:
     scenario_task: asyncio.Task[Any] | None = None
     #: The counter samples written to gNMI subscribers (None unless ``SimOptions.ledger``).
     ledger: SentLedger | None = None
+    #: The TLS files gNMI is served with (None: plaintext).
+    tls: SimTls | None = None
     started: float = field(default_factory=time.monotonic)
 
     def addresses(self, opts: SimOptions) -> dict[str, str | None]:
@@ -125,7 +133,10 @@ async def start_sim(opts: SimOptions) -> RunningSim:
     try:
         if opts.gnmi is not None:
             host, port = split_hostport(opts.gnmi)
-            sim.gnmi = await serve_gnmi(sim.view, host, port, devices=sim.devices, ledger=sim.ledger)
+            if opts.tls_dir is not None:
+                sim.tls = prepare(opts.tls_dir, server_names(host, opts.tls_names))
+            tls = sim.tls.server if sim.tls is not None else None
+            sim.gnmi = await serve_gnmi(sim.view, host, port, tls=tls, devices=sim.devices, ledger=sim.ledger)
         if opts.snmp is not None:
             host, port = split_hostport(opts.snmp)
             if opts.snmp_v3:
@@ -159,6 +170,7 @@ async def start_sim(opts: SimOptions) -> RunningSim:
                     fabric=sim.fabric,
                     naming=opts.naming,
                     nos=sim.devices.assignment(),
+                    ca_file=sim.tls.ca_file if sim.tls is not None else None,
                 ),
             )
     except BaseException:

@@ -10,6 +10,10 @@ eos → ``eos``, sonic → ``sonic``, xr → ``xr``): one target entry per profi
 ``openconfig`` with the explicit list of its switches comes first (the first matching entry
 wins), then the usual pattern entries. SONiC entries set ``username: "{switch}"``: the DB
 targets of the SONiC profile do not name the switch, the metadata does.
+
+gNMI entries trust the simulator's CA (``tls: {ca_file: ...}``, :mod:`simulator.sim_tls`) when it
+serves TLS, its default; against a ``--plaintext`` simulator they say ``tls: {enabled: false}``
+and ``insecure: true`` (SPEC §10.6), and the SONiC entries ``allow_plaintext_credentials: true``.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ def sim_config(
     nos: Mapping[str, Nos] | None = None,
     fabric: Fabric | None = None,
     naming: str = "swp",
+    ca_file: Path | None = None,
 ) -> dict[str, Any]:
     """The config as a mapping (``database`` left out: the embedded store).
 
@@ -49,13 +54,18 @@ def sim_config(
     collector profile; None: every switch speaks OpenConfig. ``fabric``, when its switches are
     not named as the AIPod names them (``lf-*``, ``sp-*``, ``ssp-*``), makes the mixed split
     by role with explicit switch lists. ``naming`` goes into a generated fabric's section.
+    ``ca_file``: the simulator serves TLS with this CA; None: it serves plaintext.
     """
     if (protocols in ("mixed", "gnmi") and gnmi_address is None) or (
         protocols in ("mixed", "snmp") and snmp_address is None
     ):
         wanted = "gNMI and SNMP" if protocols == "mixed" else protocols
         raise ValueError(f"protocols={protocols!r} needs the simulator's {wanted} address")
-    gnmi = {"protocol": "gnmi", "address": gnmi_address, "target": "{switch}"}
+    gnmi: dict[str, Any] = {"protocol": "gnmi", "address": gnmi_address, "target": "{switch}"}
+    if ca_file is not None:
+        gnmi["tls"] = {"ca_file": str(ca_file)}
+    else:
+        gnmi.update(tls={"enabled": False}, insecure=True)
     snmp = {"protocol": "snmp", "address": snmp_address, "version": "2c", "community": "{switch}"}
     leaves, above = _by_tier(fabric)
     if protocols == "mixed":
@@ -105,6 +115,8 @@ def _profile_targets(nos: Mapping[str, Nos], gnmi: dict[str, Any], patterns: lis
         entry: dict[str, Any] = {"switches": switches, **gnmi, "profile": profile}
         if profile == "sonic":
             entry["username"] = "{switch}"  # the switch behind COUNTERS_DB / APPL_DB (simulator.nos)
+            if gnmi.get("insecure"):
+                entry["allow_plaintext_credentials"] = True  # a switch name, not a secret
         out.append(entry)
     return out
 

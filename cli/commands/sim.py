@@ -14,6 +14,7 @@ from fabric.model import FabricParams
 from fabric.naming import NAMINGS
 from simulator.nos import Devices, NosError, parse_nos
 from simulator.runner import RunningSim, SimOptions, run_sim
+from simulator.sim_tls import default_tls_dir
 
 
 class SimError(FabricmonError, ValueError):
@@ -44,6 +45,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
     p.add_argument("--seed", type=int, default=0, help="traffic model seed (deterministic)")
     p.add_argument("--write-config", type=Path, metavar="FILE", help="write a fabricmon config for this simulator")
     p.add_argument("--protocols", choices=["mixed", "gnmi", "snmp"], default="mixed", help="for --write-config")
+    p.add_argument(
+        "--tls-dir",
+        type=Path,
+        metavar="DIR",
+        help="gNMI is served over TLS with a CA kept here (DIR/ca/ca.pem, made once) and a server certificate "
+        "issued at each start; default: sim-tls/ beside --write-config's file, else ~/.cache/fabricmon/sim-tls",
+    )
+    p.add_argument(
+        "--tls-name", action="append", default=[], metavar="NAME", help="another name (or IP) the certificate carries"
+    )
+    p.add_argument("--plaintext", action="store_true", help="serve gNMI without TLS (collectors need insecure: true)")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (default: until Ctrl-C)")
     p.add_argument(
         "--nos",
@@ -65,6 +77,9 @@ def options_of(args: argparse.Namespace) -> SimOptions:
         params = FabricParams(gpus=args.gpus or 512, rails=args.rails, radix=args.radix, speed_gbps=args.speed_gbps)
     if args.replay is not None and args.scenario:
         raise SimError("--scenario applies to a simulated fabric, not to --replay")
+    if args.plaintext and (args.tls_dir is not None or args.tls_name):
+        raise SimError("--plaintext serves no TLS: drop --tls-dir and --tls-name")
+    tls_dir = None if args.plaintext else (args.tls_dir or default_tls_dir(args.write_config))
     try:
         nos = parse_nos(args.nos)
         Devices((), nos, clock_skew_s=args.clock_skew_s, clock_jitter_ms=args.clock_jitter_ms)  # checks the figures
@@ -87,6 +102,8 @@ def options_of(args: argparse.Namespace) -> SimOptions:
         naming=args.naming,
         clock_skew_s=args.clock_skew_s,
         clock_jitter_ms=args.clock_jitter_ms,
+        tls_dir=tls_dir,
+        tls_names=tuple(args.tls_name),
     )
 
 
@@ -114,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             "replay": str(opts.replay) if opts.replay else None,
             "scenario": opts.scenario,
             "config": str(opts.write_config) if opts.write_config else None,
+            "tls_ca": str(sim.tls.ca_file) if sim.tls is not None else None,
             "nos": _nos_counts(sim),
             "clock": f"±{opts.clock_skew_s:g} s skew, ±{opts.clock_jitter_ms:g} ms jitter"
             if opts.clock_skew_s or opts.clock_jitter_ms

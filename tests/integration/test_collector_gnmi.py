@@ -21,7 +21,7 @@ from cryptography.x509.oid import NameOID
 from pydantic import SecretStr
 from pygnmi.spec.v080 import gnmi_pb2
 
-from collector.config import CollectorConfig, TlsConfig
+from collector.config import PLAINTEXT, CollectorConfig, TlsConfig
 from collector.gnmi import GnmiCollector, GnmiTuning
 from collector.gnmi_stream import Backoff
 from collector.gnmi_transport import ChannelError, H2Channel
@@ -116,6 +116,8 @@ async def collecting(
 
 
 def gnmi_target(switch: str, address: str, **kw: Any) -> SwitchTarget:
+    """A gNMI target; plaintext unless ``tls`` is given (the simulator here serves plaintext)."""
+    kw.setdefault("tls", PLAINTEXT)
     return SwitchTarget(
         switch=switch, protocol="gnmi", address=address, gnmi_target=kw.pop("gnmi_target", switch), **kw
     )
@@ -469,10 +471,11 @@ async def test_wrong_password_is_an_error_state(view: FabricState, transport: st
     server = await serve_gnmi(view, "127.0.0.1", 0, credentials=("admin", "s3cret"))
     address = f"127.0.0.1:{server.port}"
     sink = RecordingSink()
+    creds = {"username": "admin", "allow_plaintext_credentials": True}  # a plaintext server, on purpose
     targets = [
-        gnmi_target("right", address, gnmi_target=LEAF, username="admin", password=SecretStr("s3cret")),
-        gnmi_target("wrong", address, gnmi_target=LEAF, username="admin", password=SecretStr("nope")),
-        gnmi_target("unknown", address, gnmi_target="no-such-switch", username="admin", password=SecretStr("s3cret")),
+        gnmi_target("right", address, gnmi_target=LEAF, password=SecretStr("s3cret"), **creds),
+        gnmi_target("wrong", address, gnmi_target=LEAF, password=SecretStr("nope"), **creds),
+        gnmi_target("unknown", address, gnmi_target="no-such-switch", password=SecretStr("s3cret"), **creds),
     ]
     try:
         async with collecting(targets, sink, transport=transport):

@@ -39,6 +39,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="function")
 
 COUNTERS = COUNTER_FIELDS
 THIRTEEN = COUNTERS[:13]  # the interface counters every interface capture here carries
+#: The capture server speaks plaintext: a target says so twice (SPEC §10.6).
+PLAINTEXT_TARGET: dict[str, Any] = {"tls": {"enabled": False}, "insecure": True}
 
 
 def _fabric(switches: Sequence[str], ports: Mapping[str, Sequence[str]]) -> Fabric:
@@ -54,7 +56,7 @@ def _config(address: str, profiles: Mapping[str, str], spool: Path) -> Config:
     return Config.model_validate(
         {
             "targets": [
-                {"switches": [sw], "protocol": "gnmi", "address": address, "profile": profile}
+                {"switches": [sw], "protocol": "gnmi", "address": address, "profile": profile, **PLAINTEXT_TARGET}
                 for sw, profile in profiles.items()
             ],
             # a long interval: the replay sends once, and must not go stale and be resubscribed
