@@ -131,7 +131,7 @@ class Spool:
                 self._quarantine(path, 0, "not a spool batch name")
         found.sort()
         self._segments: list[Path] = [path for _, path, _ in found]
-        self._sizes: dict[Path, int] = {p: p.stat().st_size for p in self._segments}
+        self._sizes: dict[Path, int] = {p: p.lstat().st_size for p in self._segments}  # a link is not followed
         self._rows: dict[Path, int] = {p: int(n) if n else _count(p) for _, p, n in found}
         self._next = found[-1][0] + 1 if found else 0
         self.stats.batches = len(self._segments)

@@ -18,7 +18,11 @@ escapes what is not ASCII, lone surrogates too) and timezone-aware datetime. ``t
 each column is stored: ``scalar`` (JSON as it is), ``datetime`` (integer microseconds since
 1970-01-01 UTC) or ``mixed`` (a datetime is ``[microseconds]``, other values as they are).
 Version 1 (before this format: a pickled list of rows) still replays after an upgrade, through
-an unpickler that knows only the record types of :mod:`store.records` and datetime's classes.
+:mod:`store.spool_v1`'s bounded reader.
+
+Nothing in a file is trusted: every claim (lengths, the row count, the columns) is checked
+against the file's size before anything is allocated for it, so a reader's memory is bounded
+by what a real batch of the file's size could need (a forged file is refused, not obeyed).
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ from __future__ import annotations
 import errno
 import functools
 import hashlib
-import io
 import json
-import pickle
+import os
+import stat
 import struct
 import zlib
 from collections.abc import Sequence
@@ -38,7 +42,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from store.records import TABLES
+from store.spool_v1 import MAX_ROWS, RefusedPickle, decode_v1
 
 FORMAT_VERSION = 2
 MAGIC = b"FMSPOOL\n"
@@ -54,11 +58,15 @@ _MIN_US = (datetime.min.replace(tzinfo=UTC) - _EPOCH) // _US
 _MAX_US = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _US
 _SCALARS = (bool, int, float, str)
 _SCALAR_TYPES = frozenset({type(None), bool, int, float, str})
-#: What a version 1 pickle may name: the records and the datetime classes they hold, nothing that runs.
-_V1_GLOBALS = frozenset(
-    {("datetime", name) for name in ("datetime", "date", "timedelta", "timezone")}
-    | {(cls.__module__, cls.__qualname__) for cls in TABLES}
-)
+#: Far above any table's columns (port_counters has ~35).
+MAX_COLUMNS = 1024
+#: The JSON header: a few hundred bytes, column names included.
+_MAX_HEADER = 1 << 20
+#: The largest file read at all: the largest payload plus room for its header.
+MAX_FILE = _MAX_PAYLOAD + _MAX_HEADER + _PREFIX.size + 32
+#: Deflate's best case is 258 bytes from 2 bits (~1032:1): no zlib stream inflates further.
+_DEFLATE_RATIO = 1032
+_KINDS = frozenset({"scalar", "datetime", "mixed"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,23 +164,58 @@ def _to_micros(label: str, col: Sequence[Any], *, mixed: bool) -> list[Any]:
 
 
 def read(path: Path) -> SpoolBatch:
-    """A batch file read back, either version; BadBatch (the reason) if it cannot be."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        if exc.errno in _TRANSIENT:
-            raise UnreadableBatch(f"cannot read: {exc}") from exc
-        raise BadBatch(f"cannot read: {exc}") from exc
+    """A batch file read back, either version; BadBatch (the reason) if it cannot be.
+
+    Raises nothing else: UnreadableBatch (a BadBatch) when the failure is not the batch's own
+    (an I/O error, too many open files, the process out of memory), to be tried again later.
+    """
+    data = _read_file(path)
     try:
         if data.startswith(MAGIC):
-            return SpoolBatch(path.name, FORMAT_VERSION, *_decode(data))
-        if data[:1] == pickle.PROTO:  # version 1 was always pickled with protocol >= 2
-            return SpoolBatch(path.name, 1, None, _decode_v1(data))
+            columns, rows = _decode(data)
+            return SpoolBatch(path.name, FORMAT_VERSION, columns, rows)
+        if data[:1] == b"\x80":  # pickle's PROTO: version 1 was always pickled with protocol >= 2
+            return SpoolBatch(path.name, 1, None, decode_v1(data))
     except BadBatch:
         raise
+    except RefusedPickle as exc:
+        raise BadBatch(f"version 1: {exc}") from exc
+    except MemoryError as exc:  # within the bounds below: the process is short, not the batch bad
+        raise UnreadableBatch("out of memory while decoding") from exc
     except Exception as exc:  # bytes from disk: whatever fails to decode is a bad batch, never a crash
         raise BadBatch(f"cannot decode: {type(exc).__name__}: {exc}") from exc
     raise BadBatch(f"not a spool batch: starts with {data[:8]!r}")
+
+
+def _read_file(path: Path) -> bytes:
+    """The file's bytes, if it is a regular file (not a link, FIFO or device) of a batch's size."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise _read_error(exc) from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BadBatch("not a regular file")
+        if st.st_size > MAX_FILE:
+            raise BadBatch(f"{st.st_size} bytes, larger than any batch ({MAX_FILE})")
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read(st.st_size + 1)  # read(n) allocates n bytes first: what the file holds
+    except OSError as exc:
+        raise _read_error(exc) from exc
+    except MemoryError as exc:
+        raise UnreadableBatch("out of memory while reading") from exc
+    finally:
+        os.close(fd)
+    if len(data) != st.st_size:  # batches are renamed into place whole, never written to after
+        raise BadBatch(f"changed size while read ({st.st_size} bytes, then {len(data)})")
+    return data
+
+
+def _read_error(exc: OSError) -> BadBatch:
+    if exc.errno in _TRANSIENT:
+        return UnreadableBatch(f"cannot read: {exc}")
+    return BadBatch(f"cannot read: {exc}")
 
 
 def _decode(data: bytes) -> tuple[tuple[str, ...] | None, list[tuple[Any, ...]]]:
@@ -185,32 +228,57 @@ def _decode(data: bytes) -> tuple[tuple[str, ...] | None, list[tuple[Any, ...]]]
     end = _PREFIX.size + head_len + body_len
     if len(data) != end + _DIGEST:
         raise BadBatch(f"truncated or padded: {len(data)} bytes where the prefix says {end + _DIGEST}")
+    if head_len > _MAX_HEADER:
+        raise BadBatch(f"a header of {head_len} bytes (at most {_MAX_HEADER})")
     if hashlib.sha256(memoryview(data)[:end]).digest() != data[end:]:
         raise BadBatch("checksum mismatch: the batch changed on disk")
-    header: dict[str, Any] = json.loads(data[_PREFIX.size : _PREFIX.size + head_len])
+    header = json.loads(data[_PREFIX.size : _PREFIX.size + head_len])
+    n, types, names, compressed = _check_header(header, body_len)
     body = data[_PREFIX.size + head_len : end]
-    compression = header.get("compression")
-    if compression == "zlib":
-        body = _inflate(body, _payload_cap(header))
-    elif compression is not None:
-        raise BadBatch(f"unknown compression {compression!r}")
-    payload: list[list[Any]] = json.loads(body)
-    n: int = header["rows"]
-    types: list[str] = header["types"]
-    names: list[str] | None = header["columns"]
-    if len(payload) != len(types) or any(len(col) != n for col in payload):
+    if compressed:
+        body = _inflate(body, _payload_cap(n, len(types), body_len))
+    payload = json.loads(body)
+    if (
+        type(payload) is not list
+        or len(payload) != len(types)
+        or any(type(col) is not list or len(col) != n for col in payload)
+    ):
         raise BadBatch("the payload does not match its header")
     cols = [_from_json(kind, col) for kind, col in zip(types, payload, strict=True)]
     return None if names is None else tuple(names), list(zip(*cols, strict=True)) if cols else [()] * n
 
 
-def _payload_cap(header: dict[str, Any]) -> int:
-    """The most JSON a batch of the header's size could hold: 4 KiB a value (a long text), 1 MiB spare."""
-    try:
-        cells = int(header["rows"]) * max(1, len(header["types"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BadBatch(f"a header without rows or types: {exc}") from exc
-    return min(_MAX_PAYLOAD, cells * 4096 + (1 << 20))
+def _check_header(header: Any, body_len: int) -> tuple[int, list[str], list[str] | None, bool]:
+    """Rows, column types, names and whether zlib-compressed; BadBatch for a header that cannot be.
+
+    The row count is checked against the payload's size before anything is allocated for it:
+    every value takes at least 2 bytes of JSON (``0,``), and zlib inflates 1032-fold at best.
+    """
+    if type(header) is not dict:
+        raise BadBatch("a header that is not a JSON object")
+    n, types, names = header.get("rows"), header.get("types"), header.get("columns")
+    if type(n) is not int or not 1 <= n <= MAX_ROWS:
+        raise BadBatch(f"a header claiming {n!r} rows (a batch holds 1 to {MAX_ROWS})")
+    if type(types) is not list or len(types) > MAX_COLUMNS or not all(type(t) is str and t in _KINDS for t in types):
+        raise BadBatch("a header without a list of known column types")
+    if names is not None and (type(names) is not list or len(names) != len(types) or
+                              any(type(c) is not str for c in names)):  # fmt: skip
+        raise BadBatch("a header whose column names do not match its types")
+    compression = header.get("compression")
+    if compression not in ("zlib", None):
+        raise BadBatch(f"unknown compression {compression!r}")
+    compressed = compression == "zlib"
+    most_json = body_len * _DEFLATE_RATIO + 64 if compressed else body_len
+    if types and n * len(types) > most_json // 2 + 1:
+        raise BadBatch(f"a header claiming {n} rows of {len(types)} values in {body_len} bytes of payload")
+    return n, types, names, compressed
+
+
+def _payload_cap(rows: int, columns: int, body_len: int) -> int:
+    """The most JSON a batch of the header's size could hold: 4 KiB a value (a long text), 1 MiB
+    spare; never more than the payload inflates to at deflate's best."""
+    cells = rows * max(1, columns)
+    return min(_MAX_PAYLOAD, cells * 4096 + (1 << 20), body_len * _DEFLATE_RATIO + 64)
 
 
 def _inflate(body: bytes, cap: int) -> bytes:
@@ -231,19 +299,3 @@ def _from_json(kind: str, col: list[Any]) -> list[Any]:
     if kind == "mixed" and present <= _SCALAR_TYPES | {list}:
         return [_EPOCH + timedelta(microseconds=v[0]) if type(v) is list else v for v in col]
     raise BadBatch(f"a {kind!r} column holding {sorted(t.__name__ for t in present)}")
-
-
-class _V1Unpickler(pickle.Unpickler):
-    """Reads a version 1 batch; a pickle naming anything but the records and datetimes is refused."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _V1_GLOBALS:
-            return super().find_class(module, name)
-        raise BadBatch(f"refused global {module}.{name}")
-
-
-def _decode_v1(data: bytes) -> list[tuple[Any, ...]]:
-    rows = _V1Unpickler(io.BytesIO(data)).load()
-    if not isinstance(rows, list) or not all(isinstance(r, tuple) for r in rows):
-        raise BadBatch("a version 1 batch that is not a list of rows")
-    return [tuple(r) for r in rows]
