@@ -179,7 +179,9 @@ async def _drained(proc: subprocess.Popen[bytes], timeout_s: float = 120) -> byt
 async def run(dsn: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="fabricmon-bench-e2e-") as tmp:
         config = Path(tmp) / "fabricmon.yaml"
-        sim_args = ["--gpus", str(GPUS), "--gnmi", "127.0.0.1:0", "--snmp", "", "--control", ""]
+        # Plaintext, comparable with the figures before TLS became the default (TLS beside plaintext:
+        # bench/gnmi_collector.py).
+        sim_args = ["--gpus", str(GPUS), "--gnmi", "127.0.0.1:0", "--snmp", "", "--control", "", "--plaintext"]
         async with simulator(*sim_args, "--protocols", "gnmi", "--write-config", str(config)) as (sim, _):
             env = {
                 **os.environ,

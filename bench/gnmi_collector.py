@@ -15,6 +15,9 @@ same interval and the same window:
   floor of grpc.aio's per-message cost (issue 14's part 2);
 * ``h2bare``: the same with our own HTTP/2 client (wire/grpc_h2.py), the collector's default.
 
+``ours`` and ``h2bare`` run twice: against a ``--plaintext`` simulator and against one serving
+TLS (its default, SPEC §10.6), the consumer verifying its CA; the others read plaintext only.
+
 Both count values only inside the window that starts once every stream has synced. The result
 is values per CPU-second for each and their ratio (goal: ours >= 150K/s and >= 3x pygnmi).
 Environment: ``FABRICMON_BENCH_GNMI_GPUS`` (1024), ``..._INTERVAL_S`` (1), ``..._WINDOW_S`` (20): 40
@@ -31,6 +34,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -39,7 +43,7 @@ from typing import Any
 from pygnmi.spec.v080 import gnmi_pb2
 
 from bench.simproc import simulator
-from collector.config import CollectorConfig, TlsConfig
+from collector.config import PLAINTEXT, CollectorConfig, TlsConfig
 from collector.gnmi import GnmiCollector, GnmiTuning
 from collector.gnmi_stream import subscribe_request
 from collector.gnmi_transport import build_channel
@@ -94,10 +98,16 @@ class _CountingSink:
         self.invalid += n
 
 
-async def consume_ours(address: str, switches: list[str], interval_s: float, window_s: float) -> dict[str, Any]:
+def _tls(ca: str | None) -> TlsConfig:
+    return PLAINTEXT if ca is None else TlsConfig(ca_file=ca)
+
+
+async def consume_ours(
+    address: str, switches: list[str], interval_s: float, window_s: float, tls: TlsConfig, tuning: GnmiTuning
+) -> dict[str, Any]:
     sink = _CountingSink()
-    targets = [SwitchTarget(switch=s, protocol="gnmi", address=address, gnmi_target=s) for s in switches]
-    collector = GnmiCollector(targets, sink, CollectorConfig(gnmi_interval_s=interval_s))
+    targets = [SwitchTarget(switch=s, protocol="gnmi", address=address, gnmi_target=s, tls=tls) for s in switches]
+    collector = GnmiCollector(targets, sink, CollectorConfig(gnmi_interval_s=interval_s), tuning=tuning)
     task = asyncio.create_task(collector.run())
     try:
         started = time.monotonic()
@@ -126,13 +136,19 @@ async def consume_ours(address: str, switches: list[str], interval_s: float, win
 
 
 async def consume_raw(
-    transport: str, address: str, switches: list[str], interval_s: float, window_s: float
+    transport: str,
+    address: str,
+    switches: list[str],
+    interval_s: float,
+    window_s: float,
+    tls: TlsConfig = PLAINTEXT,
+    tuning: GnmiTuning | None = None,
 ) -> dict[str, Any]:
     """A transport's floor (``grpc``: grpc.aio, ``h2``: wire/grpc_h2.py): every stream's
     responses read as bytes and counted, nothing decoded; one channel for the simulator's address."""
     profile = load_profile("openconfig")
     messages = 0
-    channel = build_channel(transport, address, TlsConfig(), GnmiTuning())
+    channel = build_channel(transport, address, tls, tuning or GnmiTuning())
 
     async def read(request: gnmi_pb2.SubscribeRequest) -> None:
         nonlocal messages
@@ -238,16 +254,24 @@ async def _subprocess_json(*args: str) -> dict[str, Any]:
 
 
 async def run(dsn: str) -> dict[str, Any]:
-    """Both consumers against one simulator; this benchmark never touches the database."""
+    """Every consumer against a plaintext simulator, ours and h2bare against a TLS one too; this
+    benchmark never touches the database."""
     del dsn
     fabric = build_aipod(FabricParams(gpus=GPUS))
     switches = sorted(fabric.switches)
-    async with simulator("--gpus", str(GPUS), "--gnmi", "127.0.0.1:0", "--snmp", "", "--control", "") as (_, ready):
+    sim_args = ("--gpus", str(GPUS), "--gnmi", "127.0.0.1:0", "--snmp", "", "--control", "")
+    async with simulator(*sim_args, "--plaintext") as (_, ready):
         common = ["--address", ready["gnmi"], "--interval", str(INTERVAL_S), "--seconds", str(WINDOW_S)]
         ours = await _subprocess_json("--consumer", "ours", *common)
         theirs = await _subprocess_json("--consumer", "pygnmi", *common)
         bare = await _subprocess_json("--consumer", "bare", *common)
         h2_bare = await _subprocess_json("--consumer", "h2bare", *common)
+    with tempfile.TemporaryDirectory(prefix="fabricmon-bench-tls-") as tls_dir:
+        async with simulator(*sim_args, "--tls-dir", tls_dir) as (_, ready):
+            common = ["--address", ready["gnmi"], "--interval", str(INTERVAL_S), "--seconds", str(WINDOW_S)]
+            common += ["--ca", ready["tls_ca"]]
+            ours_tls = await _subprocess_json("--consumer", "ours", *common)
+            h2_bare_tls = await _subprocess_json("--consumer", "h2bare", *common)
     ratio = ours["values_per_cpu_s"] / max(theirs["values_per_cpu_s"], 1)
     values_per_message = ours["values"] / max(ours["messages"], 1)
     return {
@@ -256,17 +280,23 @@ async def run(dsn: str) -> dict[str, Any]:
         "ports": sum(1 for _ in fabric.all_ports()),
         "interval_s": INTERVAL_S,
         "ours": ours,
+        "ours_tls": ours_tls,
         "pygnmi": theirs,
         "grpc_bare": bare,
         "h2_bare": h2_bare,
+        "h2_bare_tls": h2_bare_tls,
         "values_per_message": round(values_per_message, 1),
         # Values per CPU-second with nothing done but reading the messages: what grpc.aio allows.
         "grpc_ceiling_values_per_cpu_s": round(values_per_message / max(bare["cpu_us_per_message"], 1e-9) * 1e6),
         "h2_ceiling_values_per_cpu_s": round(values_per_message / max(h2_bare["cpu_us_per_message"], 1e-9) * 1e6),
         "ratio_values_per_cpu_s": round(ratio, 2),
+        "tls_share_of_plaintext_values_per_cpu_s": round(
+            ours_tls["values_per_cpu_s"] / max(ours["values_per_cpu_s"], 1), 2
+        ),
         "pygnmi_share_of_stream": round(theirs["values_per_s"] / max(ours["values_per_s"], 1), 2),
         "goals": {
             "values_per_cpu_s_150k": ours["values_per_cpu_s"] >= 150_000,
+            "values_per_cpu_s_150k_over_tls": ours_tls["values_per_cpu_s"] >= 150_000,
             "three_times_pygnmi": ratio >= 3.0,
         },
     }
@@ -278,16 +308,19 @@ def main() -> None:
     p.add_argument("--address")
     p.add_argument("--interval", type=float, default=INTERVAL_S)
     p.add_argument("--seconds", type=float, default=WINDOW_S)
+    p.add_argument("--ca", help="the simulator serves TLS with this CA (ours, h2bare)")
+    p.add_argument("--coalesce", type=float, default=GnmiTuning().read_coalesce_s, help="read coalescing (s)")
     a = p.parse_args()
     if a.consumer is None:  # the whole benchmark, standalone
         print(json.dumps(asyncio.run(run("")), indent=2))
         return
     switches = sorted(build_aipod(FabricParams(gpus=GPUS)).switches)
+    tls, tuning = _tls(a.ca), GnmiTuning(read_coalesce_s=a.coalesce)
     if a.consumer == "ours":
-        result = asyncio.run(consume_ours(a.address, switches, a.interval, a.seconds))
+        result = asyncio.run(consume_ours(a.address, switches, a.interval, a.seconds, tls, tuning))
     elif a.consumer in ("bare", "h2bare"):
         transport = "grpc" if a.consumer == "bare" else "h2"
-        result = asyncio.run(consume_raw(transport, a.address, switches, a.interval, a.seconds))
+        result = asyncio.run(consume_raw(transport, a.address, switches, a.interval, a.seconds, tls, tuning))
     else:
         result = consume_pygnmi(a.address, switches, a.interval, a.seconds)
     print(json.dumps(result))

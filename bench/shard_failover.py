@@ -31,7 +31,8 @@ RUNS = ((15.0, 10.0), (3.0, 1.0))  # (lease_ttl_s, gnmi_interval_s)
 
 async def run(dsn: str) -> dict[str, Any]:
     out: dict[str, Any] = {"goal": "every switch writing again within lease_ttl_s + one interval (its protocol's)"}
-    async with simulator("--gpus", "512", "--gnmi", "127.0.0.1:0", "--snmp", "127.0.0.1:0", "--control", "") as (
+    sim = ("--gpus", "512", "--gnmi", "127.0.0.1:0", "--snmp", "127.0.0.1:0", "--control", "")
+    async with simulator(*sim, "--plaintext") as (  # the failover, not TLS: sim_config's plaintext targets
         _,
         ready,
     ):

@@ -78,7 +78,8 @@ async def run(dsn: str) -> dict[str, Any]:
     del dsn
     fabric = build_aipod(FabricParams(gpus=GPUS))
     started = time.monotonic()
-    async with simulator("--gpus", str(GPUS), "--gnmi", "127.0.0.1:0", "--snmp", "127.0.0.1:0", "--control", "") as (
+    sim_args = ("--gpus", str(GPUS), "--gnmi", "127.0.0.1:0", "--snmp", "127.0.0.1:0", "--control", "")
+    async with simulator(*sim_args, "--plaintext") as (  # the simulator's own cost, as before TLS was its default
         sim,
         ready,
     ):

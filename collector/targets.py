@@ -80,6 +80,9 @@ def resolve(entry: TargetConfig, sw: Switch, where: str) -> SwitchTarget:
     address = _fill(entry.address, values, f"{where}.address")
     if not address.rpartition(":")[2].isdigit():
         raise ConfigError(f"{where}.address: {address!r} for {sw.name} is not host:port")
+    tls = entry.tls
+    if tls.server_name is not None:  # "{mgmt_address}" for IP-only certificates, "{switch}.domain"...
+        tls = tls.model_copy(update={"server_name": _fill(tls.server_name, values, f"{where}.tls.server_name")})
     v3 = entry.v3
     if v3 is not None:
         v3 = v3.model_copy(update={"context": _fill(v3.context, values, f"{where}.v3.context")})
@@ -89,7 +92,7 @@ def resolve(entry: TargetConfig, sw: Switch, where: str) -> SwitchTarget:
         address=address,
         gnmi_target=None if entry.target is None else _fill(entry.target, values, f"{where}.target"),
         profile=entry.profile,
-        tls=entry.tls,
+        tls=tls,
         allow_plaintext_credentials=entry.allow_plaintext_credentials,
         entry=where,
         username=None if entry.username is None else _fill(entry.username, values, f"{where}.username"),

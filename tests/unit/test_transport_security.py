@@ -113,6 +113,13 @@ def test_server_name_is_per_target_and_reaches_the_switch_target() -> None:
     assert by["lf-g1-r2"].tls.server_name is None and by["lf-g1-r2"].entry == "targets[1]"
 
 
+def test_server_name_may_name_each_switch() -> None:
+    (target,) = resolve_targets([gnmi(switches=["lf-g1-r1"], tls={"server_name": "{switch}.mgmt.lab"})], FABRIC)[0]
+    assert target.tls.server_name == "lf-g1-r1.mgmt.lab"
+    with pytest.raises(ConfigError, match=r"targets\[0\]\.tls\.server_name: switch lf-g1-r1 has no inventory field"):
+        resolve_targets([gnmi(switches=["lf-g1-r1"], tls={"server_name": "{nothing}"})], FABRIC)
+
+
 def test_credentials_never_reach_plaintext_metadata_from_code_built_targets() -> None:
     plain = SwitchTarget("s", "gnmi", "h:1", tls=PLAINTEXT, username="ops", password=SecretStr("pw"))
     with pytest.raises(ConfigError, match="gNMI target s: username/password would travel in plaintext"):
