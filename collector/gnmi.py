@@ -24,9 +24,9 @@ Channel settings, and why:
   with sampling at or below 30 s and finds a dead TCP connection within ~40 s;
 * reconnecting is the streams' backoff alone (grpc.aio's channel-level backoff follows the same
   tuning; our client has none), so a switch that is back is seen at the next attempt;
-* the channel accepts messages up to ``channel_max_message_bytes``; the decoder skips (and
-  counts) responses above ``max_message_bytes``, so one huge message costs one message, not
-  the stream.
+* the channel accepts messages up to ``max_message_bytes``, the decoder's limit, found on the
+  length prefix: our client drops a larger one unread (counted as oversize; the stream goes on),
+  grpc.aio fails the call; no switch makes the collector buffer more than that per stream.
 """
 
 from __future__ import annotations

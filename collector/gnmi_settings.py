@@ -33,8 +33,9 @@ class GnmiTuning:
     batch_readings: int = 512
     #: On cancellation, how long a stream may spend handing over its last readings.
     drain_timeout_s: float = 2.0
+    #: The largest SubscribeResponse: the decoder's limit and the channel's (a larger one fails its
+    #: stream, counted as oversize, before the channel buffers it).
     max_message_bytes: int = 64 << 20
-    channel_max_message_bytes: int = 256 << 20
     keepalive_time_s: float = 30.0
     keepalive_timeout_s: float = 10.0
     #: Our HTTP/2 client waits this long after a small socket read before the next (wire/grpc_h2.py

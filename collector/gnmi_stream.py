@@ -36,11 +36,10 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_settings import GnmiStats, StreamSettings
-from collector.gnmi_transport import Call, Channel, ChannelError
+from collector.gnmi_transport import Call, Channel, ChannelError, RpcError
 from collector.gnmi_values import OVERSIZE
 from collector.profiles import Profile, Subscription
 from collector.records import Sink, TargetState
-from wire.grpc_h2 import RpcError
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +260,7 @@ class GnmiStream:
         poller: asyncio.Task[None] | None = None
         try:
             async with asyncio.timeout(self._first_timeout) as deadline:
-                call = await channel.subscribe(self._metadata)
+                call = await channel.subscribe(self._metadata, self._oversize)
                 await call.write(self._request)
                 next_push = 0.0
                 while True:
@@ -290,6 +289,10 @@ class GnmiStream:
                 await asyncio.gather(poller, return_exceptions=True)
             if call is not None:
                 call.cancel()
+
+    def _oversize(self, n: int) -> None:
+        """``n`` messages above max_message_bytes, dropped unread by the channel."""
+        self._sink.count_invalid(self.switch, OVERSIZE, n)
 
     def _on_first_sync(self, now: float, call: Call) -> asyncio.Task[None] | None:
         """CONNECTED; the concurrency slot given back; in POLL mode, the poller (returned) started."""

@@ -3,8 +3,15 @@
 Both give a stream the same three things: ``await channel.subscribe(metadata)`` opens a
 Subscribe call, ``await call.read_batch()`` returns every response that has arrived (``[]``
 at a clean end), ``await call.write(bytes)`` sends a request; failures raise an error with
-``code()`` and ``details()`` (:class:`grpc.aio.AioRpcError` or :class:`wire.grpc_h2.RpcError`),
-which :func:`collector.gnmi_stream.classify` reads the same way.
+``code()`` and ``details()`` (:class:`grpc.aio.AioRpcError` or :class:`RpcError`), which
+:func:`collector.gnmi_stream.classify` reads the same way. :mod:`wire` imports nothing from grpc:
+its errors carry :class:`wire.grpc_status.StatusCode`, mapped to ``grpc.StatusCode`` here
+(:class:`RpcError`), the one place the collector meets our client.
+
+Both transports accept messages up to the decoder's limit (``GnmiTuning.max_message_bytes``),
+so neither buffers what the decoder would drop. Ours finds a larger one on its length prefix and
+drops its bytes as they arrive (``on_skipped`` is told; the stream goes on); grpc.aio fails
+the call with RESOURCE_EXHAUSTED (counted as oversize; the stream retries).
 
 ``collector.gnmi_transport: h2`` (the default) is :mod:`wire.grpc_h2`: one wake-up per socket
 read, however many responses it carries, ~3x cheaper per message than grpc.aio
@@ -16,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import grpc
@@ -36,14 +43,44 @@ class ChannelError(Exception):
     """A channel that cannot be built (unreadable TLS files): the stream's state becomes ERROR."""
 
 
+_GRPC_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def grpc_code(code: grpc_h2.StatusCode) -> grpc.StatusCode:
+    """Our client's status code as grpc's (the numbers are gRPC's, the same on both sides)."""
+    return _GRPC_CODES.get(int(code), grpc.StatusCode.UNKNOWN)
+
+
+class RpcError(Exception):
+    """A call on our HTTP/2 client that ended without OK, read as grpc.aio's errors: ``code()`` is grpc's."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self._code, self._details = code, details
+
+    @classmethod
+    def of(cls, exc: grpc_h2.RpcError) -> RpcError:
+        return cls(grpc_code(exc.code()), exc.details())
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
 class Call(Protocol):
     async def write(self, message: bytes) -> None: ...
     async def read_batch(self) -> list[bytes]: ...
     def cancel(self) -> None: ...
 
 
+#: Told how many messages above ``max_message_bytes`` our client dropped unread (grpc.aio fails the call instead).
+OnSkipped = Callable[[int], None]
+
+
 class Channel(Protocol):
-    async def subscribe(self, metadata: Metadata) -> Call: ...
+    async def subscribe(self, metadata: Metadata, on_skipped: OnSkipped | None = None) -> Call: ...
     async def close(self) -> None: ...
 
 
@@ -81,7 +118,7 @@ class GrpcChannel:
             ("grpc.keepalive_timeout_ms", int(tuning.keepalive_timeout_s * 1000)),
             ("grpc.keepalive_permit_without_calls", 0),
             ("grpc.http2.max_pings_without_data", 0),
-            ("grpc.max_receive_message_length", tuning.channel_max_message_bytes),
+            ("grpc.max_receive_message_length", tuning.max_message_bytes),
             ("grpc.initial_reconnect_backoff_ms", max(int(tuning.backoff_initial_s * 1000), 100)),
             ("grpc.max_reconnect_backoff_ms", max(int(tuning.backoff_max_s * 1000), 100)),
             ("grpc.enable_retries", 0),
@@ -93,7 +130,7 @@ class GrpcChannel:
             options.append(("grpc.ssl_target_name_override", tls.server_name))
         self._channel = grpc.aio.secure_channel(address, _grpc_credentials(tls), options=options)
 
-    async def subscribe(self, metadata: Metadata) -> Call:
+    async def subscribe(self, metadata: Metadata, on_skipped: OnSkipped | None = None) -> Call:
         method = self._channel.stream_stream(SUBSCRIBE, request_serializer=None, response_deserializer=None)
         return _GrpcCall(method(metadata=tuple(metadata) or None))
 
@@ -117,11 +154,42 @@ def _grpc_credentials(tls: TlsConfig) -> grpc.ChannelCredentials:
     )
 
 
-class H2Channel:
-    """:mod:`wire.grpc_h2`: one HTTP/2 connection per address and credentials, opened on demand.
+class _H2Call:
+    """A :class:`wire.grpc_h2.Stream` whose errors are :class:`RpcError`, its skipped messages told."""
 
-    A connection that failed (or got GOAWAY) is replaced by the next ``subscribe``; its streams
-    have failed with UNAVAILABLE and retry on their own backoff.
+    __slots__ = ("_on_skipped", "_skipped", "_stream")
+
+    def __init__(self, stream: grpc_h2.Stream, on_skipped: OnSkipped | None) -> None:
+        self._stream, self._on_skipped, self._skipped = stream, on_skipped, 0
+
+    async def write(self, message: bytes) -> None:
+        try:
+            await self._stream.write(message)
+        except grpc_h2.RpcError as exc:
+            raise RpcError.of(exc) from exc
+
+    async def read_batch(self) -> list[bytes]:
+        try:
+            return await self._stream.read_batch()
+        except grpc_h2.RpcError as exc:
+            raise RpcError.of(exc) from exc
+        finally:
+            if self._stream.skipped != self._skipped:
+                n, self._skipped = self._stream.skipped - self._skipped, self._stream.skipped
+                if self._on_skipped is not None:
+                    self._on_skipped(n)
+
+    def cancel(self) -> None:
+        self._stream.cancel()
+
+
+class H2Channel:
+    """:mod:`wire.grpc_h2`: HTTP/2 connections per address and credentials, opened on demand.
+
+    Streams share one connection while the switch's SETTINGS_MAX_CONCURRENT_STREAMS allows;
+    a stream beyond it gets a connection of its own. A connection that failed (or got GOAWAY)
+    is replaced by the next ``subscribe``; its streams have failed with UNAVAILABLE and retry
+    on their own backoff.
     """
 
     def __init__(self, address: str, tls: TlsConfig, tuning: GnmiTuning) -> None:
@@ -140,19 +208,23 @@ class H2Channel:
                 )
             except (ssl.SSLError, ValueError, OSError) as exc:
                 raise ChannelError(f"TLS files unusable (CA, certificate or key): {exc}") from exc
-        self._conn: grpc_h2.Connection | None = None
+        self._conns: list[grpc_h2.Connection] = []
         self._connecting: asyncio.Lock = asyncio.Lock()
         self._keepalive_s = tuning.keepalive_time_s
 
     async def _connection(self) -> grpc_h2.Connection:
         async with self._connecting:  # streams of one switch share one connection
-            conn = self._conn
-            if conn is None or not conn.usable:
-                if conn is not None and conn.too_many_pings:  # the server's ping policy: halve our pings
+            for conn in [c for c in self._conns if not c.usable]:
+                self._conns.remove(conn)
+                if conn.too_many_pings:  # the server's ping policy: halve our pings
                     self._keepalive_s = min(self._keepalive_s * 2, MAX_KEEPALIVE_S)
                     log.warning("gNMI %s:%d said too_many_pings; keepalive now every %g s",
                                 self._host, self._port, self._keepalive_s)  # fmt: skip
-                conn = self._conn = await grpc_h2.connect(
+            for conn in self._conns:
+                if conn.has_room:
+                    return conn
+            try:
+                conn = await grpc_h2.connect(
                     self._host,
                     self._port,
                     ssl_context=self._ssl,
@@ -161,6 +233,9 @@ class H2Channel:
                     keepalive_timeout_s=self._tuning.keepalive_timeout_s,
                     coalesce_s=self._tuning.read_coalesce_s,
                 )
+            except grpc_h2.RpcError as exc:
+                raise RpcError.of(exc) from exc
+            self._conns.append(conn)
             return conn
 
     @property
@@ -168,14 +243,23 @@ class H2Channel:
         """The keepalive interval of the next connection (doubled after each "too_many_pings")."""
         return self._keepalive_s
 
-    async def subscribe(self, metadata: Metadata) -> Call:
+    @property
+    def connections(self) -> int:
+        """Connections open (one, unless the switch limits streams per connection)."""
+        return len(self._conns)
+
+    async def subscribe(self, metadata: Metadata, on_skipped: OnSkipped | None = None) -> Call:
         conn = await self._connection()
-        return conn.open(SUBSCRIBE, metadata, self._tuning.channel_max_message_bytes)
+        try:
+            stream = conn.open(SUBSCRIBE, metadata, self._tuning.max_message_bytes, skip_oversize=True)
+            return _H2Call(stream, on_skipped)
+        except grpc_h2.RpcError as exc:
+            raise RpcError.of(exc) from exc
 
     async def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        for conn in self._conns:
+            conn.close()
+        self._conns = []
 
 
 def build_channel(kind: str, address: str, tls: TlsConfig, tuning: GnmiTuning) -> Channel:

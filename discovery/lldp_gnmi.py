@@ -29,13 +29,12 @@ from pygnmi.spec.v080 import gnmi_pb2
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_settings import GnmiTuning
 from collector.gnmi_stream import classify, subscribe_request
-from collector.gnmi_transport import Channel, ChannelError, build_channel
+from collector.gnmi_transport import Channel, ChannelError, RpcError, build_channel
 from collector.gnmi_values import PortState, Resolver, neighbor_order
 from collector.profiles import Kind, Profile, Subscription, parse_path, strip_module
 from collector.targets import SwitchTarget
 from discovery.errors import SwitchFailed
 from discovery.tables import Neighbor, SwitchTable, port_id_kind
-from wire.grpc_h2 import RpcError
 
 ONCE = 1  # SubscriptionList.Mode
 #: Profiles named for a NOS: the NOS an inventory names (``openconfig`` names none).

@@ -21,8 +21,25 @@ It speaks what a gRPC client needs and no more (RFC 9113, gRPC's PROTOCOL-HTTP2.
 * keepalive PINGs while streams are open, the connection failed when one goes unanswered;
 * TLS with ALPN ``h2`` (an :class:`ssl.SSLContext` from the caller).
 
-Errors are :class:`RpcError` with a ``grpc.StatusCode``, so callers classify them as they
-classify grpc.aio's.
+A switch is an untrusted peer, so nothing it sends grows our memory past a bound, and its
+faults end what RFC 9113 says they end:
+
+* control replies (PING and SETTINGS ACKs) wait in a queue of at most :data:`MAX_CONTROL_REPLIES`
+  while the peer does not read ours; past it, GOAWAY ENHANCE_YOUR_CALM;
+* windows: the connection's and each stream's (:mod:`wire.grpc_h2_stream`) are enforced;
+* connection errors (GOAWAY, every stream fails INTERNAL) for frames that break the connection:
+  DATA or HEADERS on stream 0 or on a stream we never opened, SETTINGS or PING off stream 0, a
+  SETTINGS ACK with a payload, a PING not of 8 bytes, a window past 2^31-1 (FLOW_CONTROL_ERROR),
+  more than :data:`MAX_CONTINUATIONS` CONTINUATION frames in a header block;
+* stream errors (RST_STREAM, that call fails, the others go on) for a response at fault: DATA
+  before its HEADERS, a malformed ``:status`` or ``grpc-status``, trailers without END_STREAM;
+* the peer's SETTINGS_MAX_CONCURRENT_STREAMS: :meth:`Connection.open` beyond it fails with
+  UNAVAILABLE (:attr:`Connection.has_room` says whether one more fits);
+* keepalive: a PING goes out after ``keepalive_s`` without a stream's progress, and only the ACK
+  that carries its own 8 bytes answers it.
+
+Errors are :class:`RpcError` with :class:`wire.grpc_status.StatusCode` (gRPC's codes and names;
+no grpc import here): the collector maps them at its boundary (:mod:`collector.gnmi_transport`).
 """
 
 from __future__ import annotations
@@ -34,26 +51,74 @@ import socket
 import ssl
 import struct
 import time
-import urllib.parse
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import cast
 
-import grpc
 import hpack  # type: ignore[import-untyped, unused-ignore]
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
-END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY_FLAG = 0x1, 0x1, 0x4, 0x8, 0x20
-S_HEADER_TABLE_SIZE, S_ENABLE_PUSH, S_MAX_CONCURRENT, S_INITIAL_WINDOW, S_MAX_FRAME, S_MAX_HEADER_LIST = range(1, 7)
-DEFAULT_WINDOW = 65_535
-MAX_WINDOW = (1 << 31) - 1
-STREAM_WINDOW = 16 << 20  # what we let a peer send on one stream before the reader takes it
+from wire.grpc_h2_stream import MAX_QUEUED_MESSAGES, STREAM_WINDOW, Stream
+from wire.grpc_status import HTTP_STATUS, RST_STATUS, RpcError, StatusCode
+from wire.h2_frames import (
+    ACK,
+    CANCEL,
+    COMPRESSION_ERROR,
+    CONTINUATION,
+    DATA,
+    DEFAULT_WINDOW,
+    END_HEADERS,
+    END_STREAM,
+    ENHANCE_YOUR_CALM,
+    FLOW_CONTROL_ERROR,
+    FRAME_SIZE_ERROR,
+    GOAWAY,
+    HEADERS,
+    INTERNAL_ERROR,
+    MAX_WINDOW,
+    NO_ERROR,
+    PADDED,
+    PING,
+    PREFACE,
+    PRIORITY,
+    PRIORITY_FLAG,
+    PROTOCOL_ERROR,
+    PUSH_PROMISE,
+    RST_STREAM,
+    S_ENABLE_PUSH,
+    S_INITIAL_WINDOW,
+    S_MAX_CONCURRENT,
+    S_MAX_FRAME,
+    S_MAX_HEADER_LIST,
+    SETTINGS,
+    UINT32,
+    WINDOW_UPDATE,
+    ProtocolError,
+    encode_headers,
+    error_name,
+    frame,
+    grpc_message,
+)
+
+__all__ = [
+    "CONNECTION_WINDOW", "MAX_CONTINUATIONS", "MAX_CONTROL_REPLIES", "MAX_FRAME", "MAX_HEADER_BYTES", "MAX_MESSAGE",
+    "MAX_QUEUED_MESSAGES", "STREAM_WINDOW", "Connection", "ProtocolError", "RpcError", "StatusCode", "Stream",
+    "client_ssl_context", "connect", "encode_headers", "frame", "grpc_message",
+]  # fmt: skip
+
 CONNECTION_WINDOW = 64 << 20
 GIVE_BACK_STREAM = STREAM_WINDOW // 8  # outstanding < window, so a reader that keeps reading never stalls
 GIVE_BACK_CONNECTION = CONNECTION_WINDOW // 8
 MAX_FRAME = 16_384  # the largest frame we accept: the default, what every peer writes by (a larger one saved nothing)
 MAX_HEADER_BYTES = 1 << 20
+#: The largest gRPC message a stream accepts unless told otherwise: the gNMI decoder's limit
+#: (``GnmiTuning.max_message_bytes``), so the channel never buffers what the decoder would drop.
+MAX_MESSAGE = 64 << 20
+#: PING and SETTINGS ACKs we hold while the transport's buffer is full (the peer does not read
+#: ours); one more is GOAWAY ENHANCE_YOUR_CALM.
+MAX_CONTROL_REPLIES = 1000
+#: CONTINUATION frames in one header block, at most: a full block (MAX_HEADER_BYTES) is 64
+#: frames of MAX_FRAME; empty ones would otherwise cost CPU forever.
+MAX_CONTINUATIONS = 256
 #: Read coalescing: after a read smaller than COALESCE_BELOW (or than half the socket's receive
 #: buffer, if that is smaller) the socket is not read again for ``coalesce_s`` (default
 #: COALESCE_S), so what the peer writes meanwhile arrives in one read. A gNMI server writes a
@@ -64,243 +129,9 @@ MAX_HEADER_BYTES = 1 << 20
 #: reading the socket while the protocol is paused, so only the protocol's side is saved there.
 COALESCE_BELOW = 64 << 10
 COALESCE_S = 0.02
-_HDR = struct.Struct(">I")
-
-# gRPC's PROTOCOL-HTTP2.md / http-grpc-status-mapping.md
-_HTTP_STATUS = {
-    400: grpc.StatusCode.INTERNAL,
-    401: grpc.StatusCode.UNAUTHENTICATED,
-    403: grpc.StatusCode.PERMISSION_DENIED,
-    404: grpc.StatusCode.UNIMPLEMENTED,
-    429: grpc.StatusCode.UNAVAILABLE,
-    502: grpc.StatusCode.UNAVAILABLE,
-    503: grpc.StatusCode.UNAVAILABLE,
-    504: grpc.StatusCode.UNAVAILABLE,
-}
-_RST_CODE = {
-    0x7: grpc.StatusCode.UNAVAILABLE,
-    0x8: grpc.StatusCode.CANCELLED,
-    0xB: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    0xC: grpc.StatusCode.PERMISSION_DENIED,
-}
-_RST_NAME = {
-    0x0: "NO_ERROR", 0x1: "PROTOCOL_ERROR", 0x2: "INTERNAL_ERROR", 0x3: "FLOW_CONTROL_ERROR",
-    0x5: "STREAM_CLOSED", 0x6: "FRAME_SIZE_ERROR", 0x7: "REFUSED_STREAM", 0x8: "CANCEL",
-    0x9: "COMPRESSION_ERROR", 0xB: "ENHANCE_YOUR_CALM", 0xC: "INADEQUATE_SECURITY",
-}  # fmt: skip
-_CODES = {c.value[0]: c for c in grpc.StatusCode}
-
-
-class RpcError(Exception):
-    """A call that ended without OK: ``code()`` and ``details()`` as grpc.aio's errors have them."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(f"{code.name}: {details}")
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-
-class ProtocolError(Exception):
-    """The peer broke HTTP/2: the connection ends (every stream INTERNAL) with GOAWAY ``code``."""
-
-    def __init__(self, why: str, code: int = 0x1) -> None:  # PROTOCOL_ERROR; 0x3 FLOW_CONTROL_ERROR
-        super().__init__(why)
-        self.code = code
-
-
-def _hpack_int(value: int, prefix_bits: int, first: int) -> bytes:
-    limit = (1 << prefix_bits) - 1
-    if value < limit:
-        return bytes((first | value,))
-    out = bytearray((first | limit,))
-    value -= limit
-    while value >= 128:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def encode_headers(headers: Sequence[tuple[str, str]]) -> bytes:
-    """HPACK literals never indexed (no dynamic-table state to keep in step with the peer)."""
-    out = bytearray()
-    for name, value in headers:
-        n, v = name.encode("ascii"), value.encode("utf-8")
-        out += b"\x10" + _hpack_int(len(n), 7, 0) + n + _hpack_int(len(v), 7, 0) + v
-    return bytes(out)
-
-
-def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
-    """One HTTP/2 frame."""
-    n = len(payload)
-    return bytes((n >> 16, (n >> 8) & 0xFF, n & 0xFF, kind, flags)) + _HDR.pack(stream_id & MAX_WINDOW) + payload
-
-
-def grpc_message(payload: bytes) -> bytes:
-    """gRPC's length-prefixed message (uncompressed)."""
-    return b"\x00" + _HDR.pack(len(payload)) + payload
-
-
-class Stream:
-    """One call: write messages, read them in batches, cancel. Not created directly (:meth:`Connection.open`)."""
-
-    __slots__ = (
-        "_buffer", "_closed_local", "_conn", "_ended", "_error", "_messages", "_need", "_pending_bytes", "_waiter",
-        "headers", "id", "max_message", "peer_reset", "send_window", "taken", "unreturned",
-    )  # fmt: skip
-
-    def __init__(self, conn: Connection, stream_id: int, max_message: int) -> None:
-        self._conn, self.id, self.max_message = conn, stream_id, max_message
-        self.headers: dict[str, str] | None = None
-        self._buffer = bytearray()  # a message split across DATA frames
-        self._need = -1  # bytes the message in _buffer still needs (-1: reading a prefix)
-        self._messages: deque[bytes] = deque()
-        self._pending_bytes = 0  # flow-control bytes received but not yet given back
-        self._ended = False  # the peer's half is closed (trailers or END_STREAM seen)
-        self._error: RpcError | None = None
-        self._waiter: asyncio.Future[None] | None = None
-        self.send_window = conn.peer_initial_window
-        self.taken = 0
-        self.unreturned = 0  # taken by the reader, not yet returned to the peer
-        self._closed_local = False  # we sent RST_STREAM (our half never ends otherwise: requests stay open)
-        self.peer_reset = False  # the peer reset it (and must not get a RST_STREAM back)
-
-    async def write(self, message: bytes) -> None:
-        """Send one message (waits for the peer's flow-control window)."""
-        if self._error is not None:
-            raise self._error
-        await self._conn.send_data(self, grpc_message(message))
-
-    async def read_batch(self) -> list[bytes]:
-        """Every message that has arrived (waiting for at least one); ``[]`` at a clean end (OK)."""
-        while not self._messages:
-            if self._error is not None:
-                raise self._error
-            if self._ended:
-                return []
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        batch = list(self._messages)
-        self._messages.clear()
-        self.taken += len(batch)
-        if self._pending_bytes:
-            self._conn.give_back(self, self._pending_bytes)
-            self._pending_bytes = 0
-        return batch
-
-    def cancel(self) -> None:
-        """End the call from our side: RST_STREAM, CANCEL while the peer's half is open, else NO_ERROR."""
-        self.reset(0x8 if not self._ended and self._error is None else 0x0)
-        self.fail(RpcError(grpc.StatusCode.CANCELLED, "cancelled by the client"))
-        self._messages.clear()
-        if self._pending_bytes:  # what nobody will read still counts against the connection's window
-            self._conn.give_back(self, self._pending_bytes)
-            self._pending_bytes = 0
-
-    # --- called by the connection -----------------------------------------------------------
-
-    def _wake(self) -> None:
-        w = self._waiter
-        if w is not None and not w.done():
-            w.set_result(None)
-
-    def reset(self, code: int) -> None:
-        """Send RST_STREAM once, unless the peer reset the stream itself."""
-        if not self._closed_local and not self.peer_reset:
-            self._conn.reset(self.id, code)
-        self._closed_local = True
-
-    def fail(self, error: RpcError) -> None:
-        if self._error is None and not self._ended:
-            self._error = error
-        self._conn.forget(self.id)
-        self._conn.wake_writers()  # a write waiting for this stream's window must see the end
-        self._wake()
-
-    def finish(self, trailers: dict[str, str]) -> None:
-        """The peer's trailers (or a Trailers-Only answer): OK ends cleanly, anything else fails."""
-        status = trailers.get("grpc-status")
-        if status is None:
-            self.fail(RpcError(grpc.StatusCode.INTERNAL, "the stream ended without a grpc-status"))
-            return
-        code = _CODES.get(int(status) if status.isdigit() else -1, grpc.StatusCode.UNKNOWN)
-        if code is not grpc.StatusCode.OK:
-            message = urllib.parse.unquote(trailers.get("grpc-message", ""))
-            self.fail(RpcError(code, message))
-            return
-        if self._need != -1 or self._buffer:
-            self.fail(RpcError(grpc.StatusCode.INTERNAL, "the stream ended inside a message"))
-            return
-        self._ended = True
-        self._conn.forget(self.id)
-        self._wake()
-
-    def data(self, payload: memoryview, flow: int) -> None:
-        """A DATA frame's payload (padding already stripped; ``flow`` is what it cost the window)."""
-        self._pending_bytes += flow
-        if self._error is not None:
-            self._conn.give_back(self, self._pending_bytes)
-            self._pending_bytes = 0
-            return
-        buf, pos, end = self._buffer, 0, len(payload)
-        got = False
-        while pos < end:
-            if self._need < 0:  # collecting a 5-byte prefix (possibly split)
-                take = min(5 - len(buf), end - pos)
-                buf += payload[pos : pos + take]
-                pos += take
-                if len(buf) < 5:
-                    break
-                if buf[0] != 0:
-                    self._protocol_fail("a compressed message, but we asked for none")
-                    return
-                self._need = _HDR.unpack_from(buf, 1)[0]
-                if self._need > self.max_message:
-                    self.reset(0x8)
-                    self.fail(
-                        RpcError(
-                            grpc.StatusCode.RESOURCE_EXHAUSTED,
-                            f"received message larger than max ({self._need} vs. {self.max_message})",
-                        )
-                    )
-                    return
-                buf.clear()
-                if self._need == 0:
-                    self._messages.append(b"")
-                    self._need, got = -1, True
-                continue
-            if not buf and end - pos >= self._need:  # the whole message in this frame: one copy
-                self._messages.append(bytes(payload[pos : pos + self._need]))
-                pos += self._need
-                self._need, got = -1, True
-                continue
-            take = min(self._need - len(buf), end - pos)
-            buf += payload[pos : pos + take]
-            pos += take
-            if len(buf) == self._need:
-                self._messages.append(bytes(buf))
-                buf.clear()
-                self._need, got = -1, True
-        if got:
-            self._wake()
-        elif self._need >= 0 and not self._messages and self._pending_bytes:
-            # A message larger than the window would never complete (and no reader would ever
-            # take anything to give window back): its bytes so far are returned now; what this
-            # keeps in memory is bounded by max_message.
-            self._conn.give_back(self, self._pending_bytes)
-            self._pending_bytes = 0
-
-    def _protocol_fail(self, why: str) -> None:
-        self.reset(0x1)
-        self.fail(RpcError(grpc.StatusCode.INTERNAL, why))
+_UNLIMITED = 1 << 32
+#: What a connection ended by an exception of our own says (the fuzz tests look for it).
+BUG = "a fault in fabricmon's HTTP/2 client"
 
 
 class Connection(asyncio.Protocol):
@@ -318,14 +149,17 @@ class Connection(asyncio.Protocol):
         #: Socket reads.
         self.reads = 0
         self._transport: asyncio.Transport | None = None
-        self._rest = b""  # a frame's start, waiting for the rest of it
+        self._rest = bytearray()  # a frame's start, waiting for the rest of it
+        self._rest_need = 0  # the bytes that frame needs (header and payload)
         self._streams: dict[int, Stream] = {}
         self._next_id = 1
         self._decoder = hpack.Decoder()
         self._decoder.max_allowed_table_size = 4096
         self._decoder.max_header_list_size = MAX_HEADER_BYTES
         self._header_block: tuple[int, int, bytearray] | None = None  # (stream, flags, fragments) until END_HEADERS
+        self._continuations = 0  # CONTINUATION frames in the header block being read
         self.peer_initial_window = DEFAULT_WINDOW
+        self.peer_max_streams = _UNLIMITED  # SETTINGS_MAX_CONCURRENT_STREAMS: no limit until the peer says one
         self._peer_max_frame = 16_384
         self._send_window = DEFAULT_WINDOW  # the connection-level window the peer gives us
         self._window_opened = asyncio.Event()
@@ -333,11 +167,13 @@ class Connection(asyncio.Protocol):
         self._unreturned = 0  # of those, taken by readers and waiting to be returned in a lump
         self._closed: RpcError | None = None
         self._goaway_last: int | None = None
-        self._ping_sent: float | None = None
+        self._control: deque[bytes] = deque()  # ACKs held while the transport's buffer is full
+        self._ping_data: bytes | None = None  # our PING's opaque data, until its ACK
         self._keepalive: asyncio.Task[None] | None = None
         self._writable = asyncio.Event()  # cleared while the transport's buffer is full
         self._writable.set()
-        self._last_received = time.monotonic()
+        self._read_at = time.monotonic()  # the current read's time
+        self._progress_at = self._read_at  # the last stream progress (DATA, HEADERS) or answer to our PING
         #: The peer said GOAWAY ENHANCE_YOUR_CALM "too_many_pings".
         self.too_many_pings = False
 
@@ -345,6 +181,26 @@ class Connection(asyncio.Protocol):
     def usable(self) -> bool:
         """Whether new streams may be opened on it."""
         return self._closed is None and self._goaway_last is None and self._next_id < MAX_WINDOW
+
+    @property
+    def has_room(self) -> bool:
+        """Whether the peer's SETTINGS_MAX_CONCURRENT_STREAMS allows one more stream."""
+        return len(self._streams) < self.peer_max_streams
+
+    @property
+    def control_queued(self) -> int:
+        """PING and SETTINGS ACKs waiting for the transport (at most :data:`MAX_CONTROL_REPLIES`)."""
+        return len(self._control)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for a frame that has not arrived whole, and for a header block in progress."""
+        return len(self._rest) + (len(self._header_block[2]) if self._header_block is not None else 0)
+
+    @property
+    def streams(self) -> list[Stream]:
+        """The open streams."""
+        return list(self._streams.values())
 
     # --- asyncio.Protocol --------------------------------------------------------------------
 
@@ -360,7 +216,7 @@ class Connection(asyncio.Protocol):
         transport.write(
             PREFACE
             + frame(SETTINGS, 0, 0, settings)
-            + frame(WINDOW_UPDATE, 0, 0, _HDR.pack(CONNECTION_WINDOW - DEFAULT_WINDOW))
+            + frame(WINDOW_UPDATE, 0, 0, UINT32.pack(CONNECTION_WINDOW - DEFAULT_WINDOW))
         )
         if self._keepalive_s > 0:
             self._keepalive = asyncio.get_running_loop().create_task(self._pinger())
@@ -369,32 +225,39 @@ class Connection(asyncio.Protocol):
         why = f"socket closed ({exc})" if exc else "socket closed"
         if self._resume_timer is not None:
             self._resume_timer.cancel()
-        self._close(RpcError(grpc.StatusCode.UNAVAILABLE, why))
+        self._close(RpcError(StatusCode.UNAVAILABLE, why))
 
     def pause_writing(self) -> None:
         self._writable.clear()
 
     def resume_writing(self) -> None:
+        if self._control:
+            data = b"".join(self._control)
+            self._control.clear()
+            self._write(data)
         self._writable.set()
 
     def data_received(self, data: bytes) -> None:
-        self._last_received = time.monotonic()
+        self._read_at = time.monotonic()
         self.reads += 1
         if self._coalesce_s > 0 and len(data) < self._coalesce_below and self._resume_timer is None:
             self._pause_reading()
         if self._rest:
-            data, self._rest = self._rest + data, b""
+            self._rest += data
+            if len(self._rest) < self._rest_need:  # a frame trickling in is kept, not re-parsed per read
+                return
+            data, self._rest = bytes(self._rest), bytearray()
         view = memoryview(data)  # of immutable bytes: payload slices may outlive this call
         pos, end = 0, len(view)
         try:
             while end - pos >= 9:
                 length = (view[pos] << 16) | (view[pos + 1] << 8) | view[pos + 2]
                 if length > MAX_FRAME:
-                    raise ProtocolError(f"a {length}-byte frame, above our SETTINGS_MAX_FRAME_SIZE")
+                    raise ProtocolError(f"a {length}-byte frame, above our SETTINGS_MAX_FRAME_SIZE", FRAME_SIZE_ERROR)
                 if pos + 9 + length > end:
                     break
                 kind, flags = view[pos + 3], view[pos + 4]
-                sid = _HDR.unpack_from(view, pos + 5)[0] & MAX_WINDOW
+                sid = UINT32.unpack_from(view, pos + 5)[0] & MAX_WINDOW
                 payload = view[pos + 9 : pos + 9 + length]
                 pos += 9 + length
                 if self._header_block is not None and kind != CONTINUATION:
@@ -406,11 +269,12 @@ class Connection(asyncio.Protocol):
         except ProtocolError as exc:
             self.abort(exc.code, str(exc), hard=True)
             return
-        except (struct.error, IndexError, ValueError) as exc:  # a frame shorter than its type needs
-            self.abort(0x1, f"a malformed frame ({exc})", hard=True)
+        except Exception as exc:  # a bug of ours ends this connection, not the worker's loop
+            self.abort(INTERNAL_ERROR, f"{BUG}: {type(exc).__name__}: {exc}", hard=True)
             return
         if pos < end:
-            self._rest = data[pos:]
+            self._rest = bytearray(view[pos:])
+            self._rest_need = 9 + ((view[pos] << 16) | (view[pos + 1] << 8) | view[pos + 2]) if end - pos >= 9 else 9
 
     def _pause_reading(self) -> None:
         transport = self._transport
@@ -427,153 +291,247 @@ class Connection(asyncio.Protocol):
 
     # --- frames ------------------------------------------------------------------------------
 
+    def _opened(self, sid: int) -> bool:
+        """Whether ``sid`` is a stream we opened (it may have closed since): odd, below the next id."""
+        return sid & 1 == 1 and sid < self._next_id
+
     def _on_data(self, sid: int, flags: int, payload: memoryview, length: int) -> None:
         self._recv_unacked += length
         if self._recv_unacked > CONNECTION_WINDOW:
-            raise ProtocolError("the peer overran the connection window", 0x3)
+            raise ProtocolError("the peer overran the connection window", FLOW_CONTROL_ERROR)
         if flags & PADDED:
             pad = payload[0] if length else 0
             if pad >= length:
                 raise ProtocolError("padding longer than the frame")
             payload = payload[1 : length - pad]
         stream = self._streams.get(sid)
-        if stream is None:  # a stream we have reset or finished: just give the window back
-            self.give_back(None, length)
+        if stream is None:
+            if not self._opened(sid):  # stream 0, or idle: RFC 9113 §6.1, §5.1
+                raise ProtocolError(f"DATA on stream {sid}, which we never opened")
+            self.give_back(None, length)  # a stream we have reset or finished: just give the window back
             return
+        if stream.headers is None:  # a response is HEADERS first (RFC 9113 §8.1): malformed, a stream error
+            self.give_back(None, length)
+            stream.abort(PROTOCOL_ERROR, StatusCode.INTERNAL, "DATA before the response's HEADERS")
+            return
+        self._progress_at = self._read_at
         stream.data(payload, length)
         if flags & END_STREAM:
-            stream.fail(RpcError(grpc.StatusCode.INTERNAL, "the stream ended without trailers"))
+            stream.abort(PROTOCOL_ERROR, StatusCode.INTERNAL, "the stream ended without trailers")
 
     def _on_frame(self, kind: int, flags: int, sid: int, payload: memoryview) -> None:
         handler = _HANDLERS.get(kind)
-        if handler is not None:  # PRIORITY and unknown frame types are ignored, as RFC 9113 says
+        if handler is not None:  # unknown frame types are ignored, as RFC 9113 says
             handler(self, flags, sid, payload)
 
     def _on_headers(self, flags: int, sid: int, payload: memoryview) -> None:
+        if sid == 0:
+            raise ProtocolError("HEADERS on stream 0")
         if flags & PADDED:
+            if not payload:
+                raise ProtocolError("a padded HEADERS frame without its pad length", FRAME_SIZE_ERROR)
             pad = payload[0]
             if pad >= len(payload):
                 raise ProtocolError("HEADERS padding longer than the frame")
             payload = payload[1 : len(payload) - pad]
         if flags & PRIORITY_FLAG:
+            if len(payload) < 5:
+                raise ProtocolError("a HEADERS frame shorter than its priority fields", FRAME_SIZE_ERROR)
             payload = payload[5:]
         self._header_block = (sid, flags, bytearray(payload))
+        self._continuations = 0
         if flags & END_HEADERS:
             self._headers_done()
 
     def _on_continuation(self, flags: int, sid: int, payload: memoryview) -> None:
         if self._header_block is None or self._header_block[0] != sid:
             raise ProtocolError("CONTINUATION without HEADERS")
+        self._continuations += 1
+        if self._continuations > MAX_CONTINUATIONS:
+            why = f"more than {MAX_CONTINUATIONS} CONTINUATION frames in a header block"
+            raise ProtocolError(why, ENHANCE_YOUR_CALM)
         block = self._header_block[2]
         block += payload
         if len(block) > MAX_HEADER_BYTES:
-            raise ProtocolError("a header block above our limit")
+            raise ProtocolError("a header block above our limit", ENHANCE_YOUR_CALM)
         if flags & END_HEADERS:
             self._headers_done()
 
+    def _on_priority(self, flags: int, sid: int, payload: memoryview) -> None:
+        if sid == 0:
+            raise ProtocolError("PRIORITY on stream 0")
+        if len(payload) != 5 and (stream := self._streams.get(sid)) is not None:  # RFC 9113 §6.3: a stream error
+            stream.abort(FRAME_SIZE_ERROR, StatusCode.INTERNAL, f"a PRIORITY frame of {len(payload)} bytes")
+
     def _on_settings_frame(self, flags: int, sid: int, payload: memoryview) -> None:
-        if not flags & ACK:
-            self._on_settings(bytes(payload))
+        if sid != 0:
+            raise ProtocolError(f"SETTINGS on stream {sid}")
+        if flags & ACK:
+            if payload:
+                raise ProtocolError("a SETTINGS ACK with a payload", FRAME_SIZE_ERROR)
+            return
+        self._on_settings(bytes(payload))
 
     def _on_ping(self, flags: int, sid: int, payload: memoryview) -> None:
+        if sid != 0:
+            raise ProtocolError(f"PING on stream {sid}")
+        if len(payload) != 8:
+            raise ProtocolError(f"a PING of {len(payload)} bytes (not 8)", FRAME_SIZE_ERROR)
         if not flags & ACK:
-            self._write(frame(PING, ACK, 0, bytes(payload)))
-        else:
-            self._ping_sent = None
+            self._control_reply(frame(PING, ACK, 0, bytes(payload)))
+        elif self._ping_data is not None and payload == self._ping_data:  # ours; any other ACK proves nothing
+            self._ping_data = None
+            self._progress_at = self._read_at
 
     def _on_window_update(self, flags: int, sid: int, payload: memoryview) -> None:
-        increment = _HDR.unpack_from(payload, 0)[0] & MAX_WINDOW
+        if len(payload) != 4:
+            raise ProtocolError(f"a WINDOW_UPDATE of {len(payload)} bytes", FRAME_SIZE_ERROR)
+        increment = UINT32.unpack_from(payload, 0)[0] & MAX_WINDOW
         if sid == 0:
             if increment == 0:
                 raise ProtocolError("a WINDOW_UPDATE of 0 for the connection")
             self._send_window += increment
             if self._send_window > MAX_WINDOW:
-                raise ProtocolError("the connection's send window past 2^31-1", 0x3)
+                raise ProtocolError("the connection's send window past 2^31-1", FLOW_CONTROL_ERROR)
         elif (stream := self._streams.get(sid)) is not None:
             stream.send_window += increment
-            if increment == 0 or stream.send_window > MAX_WINDOW:
-                stream.reset(0x1 if increment == 0 else 0x3)
-                stream.fail(RpcError(grpc.StatusCode.INTERNAL, "a bad WINDOW_UPDATE for the stream"))
+            if increment == 0:
+                stream.abort(PROTOCOL_ERROR, StatusCode.INTERNAL, "a WINDOW_UPDATE of 0 for the stream")
+            elif stream.send_window > MAX_WINDOW:
+                stream.abort(FLOW_CONTROL_ERROR, StatusCode.INTERNAL, "the stream's send window past 2^31-1")
+        elif not self._opened(sid):
+            raise ProtocolError(f"WINDOW_UPDATE on stream {sid}, which we never opened")
         self._window_opened.set()
 
     def _on_rst_stream(self, flags: int, sid: int, payload: memoryview) -> None:
-        code = _HDR.unpack_from(payload, 0)[0]
+        if sid == 0:
+            raise ProtocolError("RST_STREAM on stream 0")
+        if len(payload) != 4:
+            raise ProtocolError(f"a RST_STREAM of {len(payload)} bytes", FRAME_SIZE_ERROR)
+        code = UINT32.unpack_from(payload, 0)[0]
         if (stream := self._streams.get(sid)) is not None:
             stream.peer_reset = True
-            why = f"stream reset by the peer ({_RST_NAME.get(code, f'error {code}')})"
-            stream.fail(RpcError(_RST_CODE.get(code, grpc.StatusCode.INTERNAL), why))
+            why = f"stream reset by the peer ({error_name(code)})"
+            stream.fail(RpcError(RST_STATUS.get(code, StatusCode.INTERNAL), why))
+        elif not self._opened(sid):
+            raise ProtocolError(f"RST_STREAM on stream {sid}, which we never opened")
 
     def _on_goaway(self, flags: int, sid: int, payload: memoryview) -> None:
+        if sid != 0:
+            raise ProtocolError(f"GOAWAY on stream {sid}")
+        if len(payload) < 8:
+            raise ProtocolError(f"a GOAWAY of {len(payload)} bytes", FRAME_SIZE_ERROR)
         last, code = struct.unpack_from(">II", payload, 0)
         last &= MAX_WINDOW
-        self._goaway_last = last
-        debug = bytes(payload[8:]).decode("utf-8", "replace")
-        if code == 0xB and "too_many_pings" in debug:
+        self._goaway_last = last if self._goaway_last is None else min(last, self._goaway_last)
+        debug = bytes(payload[8:264]).decode("utf-8", "replace")
+        if code == ENHANCE_YOUR_CALM and "too_many_pings" in debug:
             self.too_many_pings = True  # the next connection pings half as often (as C-core does)
-        why = f"the peer is going away ({_RST_NAME.get(code, code)}{': ' + debug if debug else ''})"
-        for stream in [s for i, s in self._streams.items() if i > last]:
-            stream.fail(RpcError(grpc.StatusCode.UNAVAILABLE, why))
+        why = f"the peer is going away ({error_name(code)}{': ' + debug if debug else ''})"
+        for stream in [s for i, s in self._streams.items() if i > self._goaway_last]:
+            stream.fail(RpcError(StatusCode.UNAVAILABLE, why))
         if not self._streams:
-            self.abort(0x0, why)
+            self.abort(NO_ERROR, why)
 
     def _on_push_promise(self, flags: int, sid: int, payload: memoryview) -> None:
         raise ProtocolError("PUSH_PROMISE after we turned push off")
 
     def _on_settings(self, payload: bytes) -> None:
         if len(payload) % 6:
-            raise ProtocolError("a SETTINGS frame of the wrong size")
+            raise ProtocolError(f"a SETTINGS frame of {len(payload)} bytes (not a multiple of 6)", FRAME_SIZE_ERROR)
         for off in range(0, len(payload), 6):
             key, value = struct.unpack_from(">HI", payload, off)
             if key == S_INITIAL_WINDOW:
                 if value > MAX_WINDOW:
-                    raise ProtocolError("SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1")
+                    raise ProtocolError("SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1", FLOW_CONTROL_ERROR)
                 delta, self.peer_initial_window = value - self.peer_initial_window, value
                 for stream in self._streams.values():
                     stream.send_window += delta
+                    if stream.send_window > MAX_WINDOW:  # RFC 9113 §6.9.2
+                        why = f"SETTINGS_INITIAL_WINDOW_SIZE {value} takes stream {stream.id}'s window past 2^31-1"
+                        raise ProtocolError(why, FLOW_CONTROL_ERROR)
                 self._window_opened.set()
             elif key == S_MAX_FRAME:
                 if not 16_384 <= value <= 16_777_215:
                     raise ProtocolError(f"SETTINGS_MAX_FRAME_SIZE {value} outside 2^14..2^24-1")
                 self._peer_max_frame = value
-        self._write(frame(SETTINGS, ACK, 0))
+            elif key == S_MAX_CONCURRENT:
+                self.peer_max_streams = value
+            elif key == S_ENABLE_PUSH and value > 1:
+                raise ProtocolError(f"SETTINGS_ENABLE_PUSH {value}")
+        self._control_reply(frame(SETTINGS, ACK, 0))
+
+    def _control_reply(self, data: bytes) -> None:
+        """A PING or SETTINGS ACK: written now, or held (boundedly) while the peer does not read ours."""
+        if self._writable.is_set():
+            self._write(data)
+            return
+        if len(self._control) >= MAX_CONTROL_REPLIES:
+            why = f"more than {MAX_CONTROL_REPLIES} PING/SETTINGS replies waiting: the peer sends and does not read"
+            raise ProtocolError(why, ENHANCE_YOUR_CALM)
+        self._control.append(data)
 
     def _headers_done(self) -> None:
         assert self._header_block is not None
         sid, flags, block = self._header_block
         self._header_block = None
-        try:
-            headers = dict(cast(list[tuple[str, str]], self._decoder.decode(bytes(block), raw=False)))
+        try:  # decoded whatever the stream: HPACK's dynamic table is the connection's
+            raw = cast(list[tuple[bytes, bytes]], self._decoder.decode(bytes(block), raw=True))
         except Exception as exc:  # hpack's errors (HPACKError, OversizedHeaderListError, ...)
-            raise ProtocolError(f"undecodable headers: {exc}") from exc
+            raise ProtocolError(f"undecodable headers: {exc}", COMPRESSION_ERROR) from exc
         stream = self._streams.get(sid)
         if stream is None:
+            if not self._opened(sid):
+                raise ProtocolError(f"HEADERS on stream {sid}, which we never opened")
             return
+        self._progress_at = self._read_at
+        headers = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in raw}
         if stream.headers is None:
-            stream.headers = headers
-            status = headers.get(":status", "")
-            if status != "200":
-                code = _HTTP_STATUS.get(int(status) if status.isdigit() else 0, grpc.StatusCode.UNKNOWN)
-                stream.reset(0x8)
-                stream.fail(RpcError(code, f"HTTP status {status or 'missing'}"))
-                return
-            if not headers.get("content-type", "").startswith("application/grpc"):
-                stream.reset(0x8)
-                why = f"not gRPC (content-type {headers.get('content-type')!r})"
-                stream.fail(RpcError(grpc.StatusCode.UNKNOWN, why))
-                return
-            if flags & END_STREAM:  # Trailers-Only
-                stream.finish(headers)
+            self._response_headers(stream, headers, flags)
+        elif not flags & END_STREAM:
+            stream.abort(PROTOCOL_ERROR, StatusCode.INTERNAL, "trailers without END_STREAM")
+        else:
+            stream.finish(headers)
+
+    def _response_headers(self, stream: Stream, headers: dict[str, str], flags: int) -> None:
+        status = headers.get(":status", "")
+        if len(status) != 3 or not status.isascii() or not status.isdigit():
+            stream.abort(PROTOCOL_ERROR, StatusCode.INTERNAL, f"a malformed :status {status[:20]!r}")
             return
-        stream.finish(headers)  # trailers
+        if status[0] == "1" and not flags & END_STREAM:
+            return  # informational (RFC 9113 §8.1): the response's HEADERS follow
+        stream.headers = headers
+        if status != "200":
+            stream.abort(CANCEL, HTTP_STATUS.get(int(status), StatusCode.UNKNOWN), f"HTTP status {status}")
+            return
+        if not headers.get("content-type", "").startswith("application/grpc"):
+            stream.abort(CANCEL, StatusCode.UNKNOWN, f"not gRPC (content-type {headers.get('content-type')!r})")
+            return
+        if flags & END_STREAM:  # Trailers-Only
+            stream.finish(headers)
 
     # --- what streams ask of their connection ------------------------------------------------
 
-    def open(self, path: str, metadata: Sequence[tuple[str, str]], max_message: int) -> Stream:
-        """A new stream: its HEADERS are sent now (no END_STREAM: the request side stays open)."""
+    def open(
+        self,
+        path: str,
+        metadata: Sequence[tuple[str, str]],
+        max_message: int = MAX_MESSAGE,
+        *,
+        skip_oversize: bool = False,
+    ) -> Stream:
+        """A new stream: its HEADERS are sent now (no END_STREAM: the request side stays open).
+
+        A message above ``max_message`` fails it, or is skipped (:class:`Stream`). Beyond the
+        peer's SETTINGS_MAX_CONCURRENT_STREAMS it fails with UNAVAILABLE (see :attr:`has_room`).
+        """
         if self._closed is not None:
             raise self._closed
+        if not self.has_room:
+            why = f"the peer allows {self.peer_max_streams} concurrent streams (SETTINGS_MAX_CONCURRENT_STREAMS)"
+            raise RpcError(StatusCode.UNAVAILABLE, f"{why}, and {len(self._streams)} are open")
         sid, self._next_id = self._next_id, self._next_id + 2
-        stream = self._streams[sid] = Stream(self, sid, max_message)
+        stream = self._streams[sid] = Stream(self, sid, max_message, skip_oversize=skip_oversize)
         headers = [
             (":method", "POST"), (":scheme", self.scheme), (":path", path), (":authority", self.authority),
             ("content-type", "application/grpc"), ("te", "trailers"), ("user-agent", "fabricmon-grpc-h2/1"),
@@ -613,18 +571,19 @@ class Connection(asyncio.Protocol):
         if stream is not None:
             stream.unreturned += n
             if stream.unreturned >= GIVE_BACK_STREAM and self._streams.get(stream.id) is stream:
-                out = frame(WINDOW_UPDATE, 0, stream.id, _HDR.pack(stream.unreturned))
+                out = frame(WINDOW_UPDATE, 0, stream.id, UINT32.pack(stream.unreturned))
+                stream.recv_used -= stream.unreturned
                 stream.unreturned = 0
         self._unreturned += n
         if self._unreturned >= GIVE_BACK_CONNECTION:
-            out += frame(WINDOW_UPDATE, 0, 0, _HDR.pack(self._unreturned))
+            out += frame(WINDOW_UPDATE, 0, 0, UINT32.pack(self._unreturned))
             self._recv_unacked -= self._unreturned
             self._unreturned = 0
         if out:
             self._write(out)
 
     def reset(self, sid: int, code: int) -> None:
-        self._write(frame(RST_STREAM, 0, sid, _HDR.pack(code)))
+        self._write(frame(RST_STREAM, 0, sid, UINT32.pack(code)))
 
     def wake_writers(self) -> None:
         """Let writers waiting for window look again (their stream may have ended)."""
@@ -633,22 +592,25 @@ class Connection(asyncio.Protocol):
     def forget(self, sid: int) -> None:
         self._streams.pop(sid, None)
         if not self._streams and self._goaway_last is not None:
-            self.abort(0x0, "drained after GOAWAY")
+            self.abort(NO_ERROR, "drained after GOAWAY")
 
     def abort(self, code: int, why: str, *, hard: bool = False) -> None:
-        """Send GOAWAY and close; every open stream fails. ``hard``: drop the socket at once (a dead or broken peer)."""
+        """Send GOAWAY ``code`` and close; every open stream fails (INTERNAL when the peer broke
+        HTTP/2, else UNAVAILABLE). ``hard``: drop the socket at once (a dead or broken peer)."""
         if self._transport is not None and not self._transport.is_closing():
             self._write(frame(GOAWAY, 0, 0, struct.pack(">II", 0, code)))  # we accept no streams of the peer's
             if hard:
                 self._transport.abort()
             else:
                 self._transport.close()
-        status = grpc.StatusCode.INTERNAL if code in (0x1, 0x3) else grpc.StatusCode.UNAVAILABLE
-        self._close(RpcError(status, why))
+        if code == NO_ERROR:
+            self._close(RpcError(StatusCode.UNAVAILABLE, why))
+        else:
+            self._close(RpcError(StatusCode.INTERNAL, f"{why} ({error_name(code)})"))
 
     def close(self) -> None:
         """Close the connection (open streams fail with UNAVAILABLE)."""
-        self.abort(0x0, "connection closed by the client")
+        self.abort(NO_ERROR, "connection closed by the client")
 
     def _close(self, error: RpcError) -> None:
         if self._closed is None:
@@ -659,6 +621,9 @@ class Connection(asyncio.Protocol):
         for stream in list(self._streams.values()):
             stream.fail(error)
         self._streams.clear()
+        self._control.clear()
+        self._rest = bytearray()
+        self._header_block = None
         self._window_opened.set()
         self._writable.set()
 
@@ -667,26 +632,31 @@ class Connection(asyncio.Protocol):
             self._transport.write(data)
 
     async def _pinger(self) -> None:
-        """A PING after ``keepalive_s`` without a byte from the peer; no ACK within the timeout ends it."""
+        """A PING after ``keepalive_s`` without a stream's progress; no ACK of its own bytes within the timeout ends it.
+
+        Only our PING's ACK, or DATA and HEADERS on an open stream, show the peer alive: any
+        other frame (an unsolicited PING ACK, SETTINGS, a frame of an unknown type) does not.
+        """
         while True:
-            quiet = time.monotonic() - self._last_received
+            quiet = time.monotonic() - self._progress_at
             if quiet < self._keepalive_s:
                 await asyncio.sleep(self._keepalive_s - quiet)
                 continue
             if not self._streams:  # no pings without calls (gRPC servers count those as abuse)
                 await asyncio.sleep(self._keepalive_s)
                 continue
-            self._ping_sent = time.monotonic()
-            self._write(frame(PING, 0, 0, b"fabricmn"))
+            data = self._ping_data = os.urandom(8)
+            self._write(frame(PING, 0, 0, data))
             await asyncio.sleep(self._keepalive_timeout_s)
-            if self._ping_sent is not None:
-                self.abort(0x0, f"keepalive ping not answered within {self._keepalive_timeout_s:g} s", hard=True)
+            if self._ping_data is data:
+                self.abort(NO_ERROR, f"keepalive ping not answered within {self._keepalive_timeout_s:g} s", hard=True)
                 return
 
 
-#: What each frame type (but DATA, handled inline) does; PRIORITY and unknown types are ignored.
+#: What each frame type (but DATA, handled inline) does; unknown types are ignored.
 _HANDLERS: dict[int, Callable[[Connection, int, int, memoryview], None]] = {
     HEADERS: Connection._on_headers,
+    PRIORITY: Connection._on_priority,
     CONTINUATION: Connection._on_continuation,
     SETTINGS: Connection._on_settings_frame,
     PING: Connection._on_ping,
@@ -725,13 +695,13 @@ async def connect(
             )
             if transport.get_extra_info("ssl_object").selected_alpn_protocol() != "h2":
                 transport.close()
-                raise RpcError(grpc.StatusCode.UNAVAILABLE, "TLS handshake: the server refused HTTP/2 (ALPN h2)")
+                raise RpcError(StatusCode.UNAVAILABLE, "TLS handshake: the server refused HTTP/2 (ALPN h2)")
     except ssl.SSLError as exc:
-        raise RpcError(grpc.StatusCode.UNAVAILABLE, f"TLS handshake failed: {exc}") from exc
+        raise RpcError(StatusCode.UNAVAILABLE, f"TLS handshake failed: {exc}") from exc
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno and not isinstance(exc, socket.gaierror) else str(exc)
         why = f"failed to connect to {host}:{port}: {reason}"
-        raise RpcError(grpc.StatusCode.UNAVAILABLE, why) from exc
+        raise RpcError(StatusCode.UNAVAILABLE, why) from exc
     return conn
 
 

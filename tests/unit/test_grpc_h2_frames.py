@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import struct
 
-import grpc
 import hpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wire import grpc_h2
+from wire import h2_frames as h2
 
 
 class _Transport(asyncio.Transport):
@@ -43,18 +43,16 @@ def _peer_bytes(messages: list[bytes], frame_size: int, pad: int) -> bytes:
     """What a gRPC server sends for one stream: headers, ``messages`` in DATA frames, OK trailers."""
     enc = hpack.Encoder()  # Huffman and indexing: the decoder's dynamic table is exercised
     body = b"".join(grpc_h2.grpc_message(m) for m in messages)
-    out = _frame(grpc_h2.SETTINGS, 0, 0, b"")
-    out += _frame(
-        grpc_h2.HEADERS, grpc_h2.END_HEADERS, 1, enc.encode([(":status", "200"), ("content-type", "application/grpc")])
-    )
+    out = _frame(h2.SETTINGS, 0, 0, b"")
+    out += _frame(h2.HEADERS, h2.END_HEADERS, 1, enc.encode([(":status", "200"), ("content-type", "application/grpc")]))
     for i in range(0, len(body), frame_size):
         chunk = body[i : i + frame_size]
         if pad:
-            out += _frame(grpc_h2.DATA, grpc_h2.PADDED, 1, bytes((pad,)) + chunk + b"\x00" * pad)
+            out += _frame(h2.DATA, h2.PADDED, 1, bytes((pad,)) + chunk + b"\x00" * pad)
         else:
-            out += _frame(grpc_h2.DATA, 0, 1, chunk)
+            out += _frame(h2.DATA, 0, 1, chunk)
     trailers = enc.encode([("grpc-status", "0"), ("grpc-message", "")])
-    return out + _frame(grpc_h2.HEADERS, grpc_h2.END_HEADERS | grpc_h2.END_STREAM, 1, trailers)
+    return out + _frame(h2.HEADERS, h2.END_HEADERS | h2.END_STREAM, 1, trailers)
 
 
 async def _receive(data: bytes, cuts: list[int]) -> list[bytes]:
@@ -97,14 +95,12 @@ def test_our_header_encoding_is_what_an_hpack_decoder_reads(headers: list[tuple[
 
 def test_a_stream_ending_inside_a_message_is_an_error_not_a_short_read() -> None:
     enc = hpack.Encoder()
-    data = _frame(
-        grpc_h2.HEADERS, grpc_h2.END_HEADERS, 1, enc.encode([(":status", "200"), ("content-type", "application/grpc")])
-    )
-    data += _frame(grpc_h2.DATA, 0, 1, grpc_h2.grpc_message(b"x" * 100)[:60])  # the prefix says 100 bytes
-    data += _frame(grpc_h2.HEADERS, grpc_h2.END_HEADERS | grpc_h2.END_STREAM, 1, enc.encode([("grpc-status", "0")]))
+    data = _frame(h2.HEADERS, h2.END_HEADERS, 1, enc.encode([(":status", "200"), ("content-type", "application/grpc")]))
+    data += _frame(h2.DATA, 0, 1, grpc_h2.grpc_message(b"x" * 100)[:60])  # the prefix says 100 bytes
+    data += _frame(h2.HEADERS, h2.END_HEADERS | h2.END_STREAM, 1, enc.encode([("grpc-status", "0")]))
     with pytest.raises(grpc_h2.RpcError) as err:
         asyncio.run(_receive(data, []))
-    assert err.value.code() is grpc.StatusCode.INTERNAL and "inside a message" in err.value.details()
+    assert err.value.code() is grpc_h2.StatusCode.INTERNAL and "inside a message" in err.value.details()
 
 
 def test_window_is_given_back_only_as_the_reader_takes_messages() -> None:
@@ -113,12 +109,12 @@ def test_window_is_given_back_only_as_the_reader_takes_messages() -> None:
         transport = _Transport()
         conn.connection_made(transport)
         stream = conn.open("/x.Y/Z", (), 1 << 24)
+        ok = hpack.Encoder().encode([(":status", "200"), ("content-type", "application/grpc")])
+        conn.data_received(_frame(h2.HEADERS, h2.END_HEADERS, 1, ok))
         start = len(transport.written)
         body = grpc_h2.grpc_message(b"y" * 1_000_000)
         for _ in range(4):  # 4 MB: past the lump in which the stream's window is returned
-            conn.data_received(
-                b"".join(_frame(grpc_h2.DATA, 0, 1, body[i : i + 16384]) for i in range(0, len(body), 16384))
-            )
+            conn.data_received(b"".join(_frame(h2.DATA, 0, 1, body[i : i + 16384]) for i in range(0, len(body), 16384)))
         before = len(transport.written) - start  # received, not read: nothing given back yet
         assert len(await stream.read_batch()) == 4
         return before, len(transport.written) - start
