@@ -10,11 +10,18 @@ OID outside the prefix), so :meth:`GufoClient.walk` walks the requested columns 
 another; each response is sized by :func:`collector.snmp_walk.repetitions` to fit gufo's
 4,080-byte receive buffer (a larger datagram is truncated by the kernel and fails to
 decode; the column is then re-walked with half the repetitions).
+
+A datagram that fails to decode is either our own answer cut at that buffer, or garbage (a
+broken agent, a stray packet). Before gufo reads a walk's answer, its real size is peeked
+(``MSG_PEEK | MSG_TRUNC``): only a datagram larger than the buffer means "ask for fewer rows";
+any other undecodable one is counted (``undecodable SNMP response``) and skipped, and the walk
+waits on for its real answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
@@ -45,7 +52,9 @@ from collector.targets import SwitchTarget
 
 T = TypeVar("T")
 
-#: gufo's message buffer is 4,080 bytes; leave room for the message and PDU headers.
+#: gufo's receive buffer: a longer datagram is cut to this many bytes (and fails to decode).
+RECV_BUFFER_BYTES = 4080
+#: Leave room for the message and PDU headers.
 BUDGET_BYTES = 3600
 #: Re-synchronise SNMPv3 engine boots/time this often (the USM time window is ±150 s).
 V3_REFRESH_S = 100.0
@@ -100,6 +109,10 @@ class GufoClient(SnmpClient):
         except (OSError, ValueError) as exc:
             raise SnmpError(f"cannot open an SNMP socket to {target.address}: {exc}") from exc
         self._fd: int = self._sock.get_fd()
+        probe = socket.socket(fileno=self._fd)  # gufo's socket, borrowed: detached, never closed here
+        self._family = probe.family
+        probe.detach()
+        self._peek_buf = bytearray(1)
         self._keys_set = False
         #: Rows each column had at its last walk (0: absent), to size the next walk exactly.
         self._rows: dict[str, int] = {}
@@ -125,10 +138,10 @@ class GufoClient(SnmpClient):
             loop.remove_reader(self._fd)
 
     async def _exchange(self, send: Callable[[], None], recv: Callable[[], T], *, walking: bool = False) -> T:
-        """Send, then wait for the matching answer; resend on timeout. ``walking``: a datagram
-        that fails to decode raises :class:`_Truncated` (most likely our own answer, cut at
-        the buffer) instead of being skipped."""
+        """Send, then wait for the matching answer; resend on timeout. ``walking``: an answer
+        cut at gufo's buffer raises :class:`_Truncated` (the walk asks for fewer rows)."""
         refused = False
+        garbage = 0
         for _ in range(self.target.retries + 1):
             self.requests += 1
             try:
@@ -138,31 +151,36 @@ class GufoClient(SnmpClient):
                 continue
             except OSError as exc:
                 raise SnmpError(f"cannot send to {self.target.address}: {exc}") from exc
-            answer = await self._receive(recv, walking)
+            answer, undecodable = await self._receive(recv, walking)
+            garbage += undecodable
             if answer is _REFUSED:
                 refused = True
             elif answer is not _NOTHING:
                 return cast(T, answer)
         tries = self.target.retries + 1
         why = "port unreachable (connection refused)" if refused else "no response"
-        raise SnmpTimeout(f"{why} from {self.target.address} within {self.target.timeout_s:g}s ({tries} tries)")
+        also = f"; {garbage} undecodable datagram(s) skipped" if garbage else ""
+        raise SnmpTimeout(f"{why} from {self.target.address} within {self.target.timeout_s:g}s ({tries} tries{also})")
 
-    async def _receive(self, recv: Callable[[], T], walking: bool) -> T | object:
-        """The answer to the request just sent, or ``_NOTHING``/``_REFUSED`` once the timeout passed."""
+    async def _receive(self, recv: Callable[[], T], walking: bool) -> tuple[T | object, int]:
+        """The answer to the request just sent, or ``_NOTHING``/``_REFUSED`` once the timeout passed;
+        and how many undecodable datagrams were skipped meanwhile."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.target.timeout_s
-        unmatched = 0
+        cut = False  # a datagram larger than gufo's buffer arrived (and was cut)
+        garbage = 0
         while (left := deadline - loop.time()) > 0 and await self._readable(left):
+            oversize = walking and self._next_size() > RECV_BUFFER_BYTES
             try:
-                return recv()
+                return recv(), garbage
             except BlockingIOError:  # a stale or foreign datagram was consumed: keep waiting
-                unmatched += 1
+                cut |= oversize  # SNMPv3: gufo drops a cut (undecryptable) answer silently
             except GufoAuthError as exc:
                 raise SnmpAuthError(self._auth_detail()) from exc
             except TimeoutError:  # gufo maps ICMP port unreachable to TimeoutError
-                return _REFUSED
+                return _REFUSED, garbage
             except SnmpDecodeError:
-                self._garbage(walking)
+                garbage += self._undecodable(oversize)
             except GufoError as exc:
                 raise SnmpError(f"SNMP error from {self.target.address}: {exc}") from exc
             except BaseException as exc:
@@ -170,15 +188,27 @@ class GufoClient(SnmpClient):
                     raise
                 # gufo-snmp 0.13's BER decoder panics on some malformed datagrams
                 # ("index out of bounds" in ber/header.rs): garbage, like a decode error
-                self._garbage(walking)
-        if walking and unmatched:  # SNMPv3: gufo drops a cut (undecryptable) answer silently
+                garbage += self._undecodable(oversize)
+        if cut:
             raise _Truncated
-        return _NOTHING
+        return _NOTHING, garbage
 
-    def _garbage(self, walking: bool) -> None:
-        self.on_invalid("undecodable SNMP response", 1)
-        if walking:
+    def _next_size(self) -> int:
+        """The size of the datagram waiting (not read: gufo reads it next), 0 if none."""
+        borrowed = socket.socket(self._family, socket.SOCK_DGRAM, 0, fileno=self._fd)
+        try:
+            return borrowed.recv_into(self._peek_buf, 1, socket.MSG_PEEK | socket.MSG_TRUNC)
+        except OSError:  # nothing waiting after all, or an error gufo's own read reports
+            return 0
+        finally:
+            borrowed.detach()  # gufo's descriptor stays open, gufo's to close
+
+    def _undecodable(self, oversize: bool) -> int:
+        """A datagram that did not decode: our answer cut at the buffer (raises), or garbage (counted: 1)."""
+        if oversize:
             raise _Truncated
+        self.on_invalid("undecodable SNMP response", 1)
+        return 1
 
     def _auth_detail(self) -> str:
         v3 = self.target.v3
@@ -246,7 +276,9 @@ class GufoClient(SnmpClient):
             except _Truncated:
                 result.rows[i].clear()
                 if reps == 1:
-                    raise SnmpError(f"{oid}: a single row does not fit gufo-snmp's 4 KB buffer") from None
+                    raise SnmpError(
+                        f"{oid}: a single row does not fit gufo-snmp's {RECV_BUFFER_BYTES}-byte receive buffer"
+                    ) from None
                 reps = max(1, reps // 2)
 
     async def _walk_column(self, oid: str, reps: int, result: Walked, i: int, *, probe: bool = False) -> None:
@@ -291,4 +323,4 @@ _NOTHING, _REFUSED = object(), object()
 
 
 class _Truncated(Exception):
-    """A response failed to decode mid-walk: most likely cut at the receive buffer."""
+    """A response mid-walk was larger than gufo's receive buffer: cut, it failed to decode."""

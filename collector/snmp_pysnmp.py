@@ -74,8 +74,15 @@ _AUTH_ERRORS: dict[type[Any], str] = {
 }
 
 
+#: The version INTEGER an SNMPv2c (1) or SNMPv3 (3) message starts with.
+_VERSIONS = (b"\x02\x01\x01", b"\x02\x01\x03")
+
+
 def plausible_snmp(datagram: bytes) -> bool:
-    """True when ``datagram`` is framed like an SNMP message: SEQUENCE { INTEGER version (1|3) ..."""
+    """True when ``datagram`` is framed like an SNMP message: SEQUENCE { INTEGER version (1|3) ...
+
+    Total: any bytes at all give True or False (slices only, no index can be out of range).
+    """
     if len(datagram) < 5 or datagram[0] != 0x30:
         return False
     first = datagram[1]
@@ -86,7 +93,7 @@ def plausible_snmp(datagram: bytes) -> bool:
         if not 1 <= n <= 4 or len(datagram) < 2 + n:
             return False
         length, head = int.from_bytes(datagram[2 : 2 + n], "big"), 2 + n
-    return head + length == len(datagram) and datagram[head : head + 2] == b"\x02\x01" and datagram[head + 2] in (1, 3)
+    return head + length == len(datagram) and datagram[head : head + 3] in _VERSIONS
 
 
 class _Checked:
