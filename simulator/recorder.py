@@ -40,10 +40,17 @@ class RecordOptions:
     interval_s: float = 10.0
     sampled: tuple[str, ...] = DEFAULT_SAMPLED
     on_change: tuple[str, ...] = DEFAULT_ON_CHANGE
-    ca_file: Path | None = None
+    ca_file: Path | None = None  # None: the system's CAs
+    #: TLS with verification unless False (SPEC §10.6); credentials then need the next flag.
+    tls: bool = True
+    allow_plaintext_credentials: bool = False
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     timeout_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not self.tls and self.username is not None and not self.allow_plaintext_credentials:
+            raise RecordError("credentials would travel in plaintext: use TLS or --allow-plaintext-credentials")
 
 
 @dataclass(slots=True)
@@ -80,9 +87,10 @@ def subscribe_request(opts: RecordOptions) -> gnmi_pb2.SubscribeRequest:
 
 
 def _channel(opts: RecordOptions) -> grpc.aio.Channel:
-    if opts.ca_file is None:
+    if not opts.tls:
         return grpc.aio.insecure_channel(opts.address)
-    creds = grpc.ssl_channel_credentials(root_certificates=opts.ca_file.read_bytes())
+    roots = opts.ca_file.read_bytes() if opts.ca_file is not None else None
+    creds = grpc.ssl_channel_credentials(root_certificates=roots)
     return grpc.aio.secure_channel(opts.address, creds)
 
 

@@ -20,7 +20,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
     p.add_argument("--out", required=True, type=Path, metavar="FILE", help="JSONL file to write")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (default: until Ctrl-C)")
     p.add_argument("--interval", type=float, default=10.0, metavar="S", help="SAMPLE interval for counters (10)")
-    p.add_argument("--ca-file", type=Path, help="TLS: verify the server with this CA (default: plaintext)")
+    p.add_argument(
+        "--ca-file", type=Path, help="verify the server's TLS certificate with this CA (default: system CAs)"
+    )
+    p.add_argument("--plaintext", action="store_true", help="no TLS (a --plaintext simulator, a lab switch)")
+    p.add_argument("--allow-plaintext-credentials", action="store_true", help="send --username over --plaintext")
     p.add_argument("--username", help="gNMI username (password from $FABRICMON_GNMI_PASSWORD)")
     p.set_defaults(handler=run)
 
@@ -33,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
         duration_s=args.duration,
         interval_s=args.interval,
         ca_file=args.ca_file,
+        tls=not args.plaintext,
+        allow_plaintext_credentials=args.allow_plaintext_credentials,
         username=args.username,
         password=os.environ.get("FABRICMON_GNMI_PASSWORD"),
     )

@@ -43,7 +43,12 @@ async def test_record_then_replay_round_trip(tmp_path: Path) -> None:
     try:
         assert sim.gnmi is not None
         opts = RecordOptions(
-            address=f"127.0.0.1:{sim.gnmi.port}", switch="lf-g1-r1", out=first, duration_s=3.5, interval_s=1.0
+            address=f"127.0.0.1:{sim.gnmi.port}",
+            switch="lf-g1-r1",
+            out=first,
+            duration_s=3.5,
+            interval_s=1.0,
+            tls=False,
         )
         result = await record(opts)
     finally:
@@ -57,7 +62,12 @@ async def test_record_then_replay_round_trip(tmp_path: Path) -> None:
     try:
         assert replay.gnmi is not None and isinstance(replay.view, ReplayView)
         opts = RecordOptions(
-            address=f"127.0.0.1:{replay.gnmi.port}", switch="lf-g1-r1", out=second, duration_s=3.5, interval_s=1.0
+            address=f"127.0.0.1:{replay.gnmi.port}",
+            switch="lf-g1-r1",
+            out=second,
+            duration_s=3.5,
+            interval_s=1.0,
+            tls=False,
         )
         again = await record(opts)
         assert replay.view.skipped == 0
@@ -85,7 +95,11 @@ async def test_unknown_target_is_a_clear_record_error(tmp_path: Path) -> None:
     try:
         assert sim.gnmi is not None
         opts = RecordOptions(
-            address=f"127.0.0.1:{sim.gnmi.port}", switch="no-such-switch", out=tmp_path / "x.jsonl", duration_s=2
+            address=f"127.0.0.1:{sim.gnmi.port}",
+            switch="no-such-switch",
+            out=tmp_path / "x.jsonl",
+            duration_s=2,
+            tls=False,
         )
         with pytest.raises(RecordError, match="NOT_FOUND"):
             await record(opts)
@@ -94,7 +108,7 @@ async def test_unknown_target_is_a_clear_record_error(tmp_path: Path) -> None:
 
 
 async def test_nobody_listening(tmp_path: Path) -> None:
-    opts = RecordOptions(address="127.0.0.1:9", switch="lf-g1-r1", out=tmp_path / "x.jsonl", timeout_s=1)
+    opts = RecordOptions(address="127.0.0.1:9", switch="lf-g1-r1", out=tmp_path / "x.jsonl", timeout_s=1, tls=False)
     with pytest.raises(RecordError, match="no gNMI server answered"):
         await record(opts)
 
@@ -175,6 +189,15 @@ def test_sim_cli_writes_a_working_config_and_stops_cleanly(tmp_path: Path) -> No
         if proc.poll() is None:
             proc.kill()
         proc.communicate(timeout=20)
+
+
+def test_record_refuses_credentials_over_plaintext(tmp_path: Path) -> None:
+    with pytest.raises(RecordError, match="credentials would travel in plaintext"):
+        RecordOptions(address="h:1", switch="s", out=tmp_path / "x", tls=False, username="admin")
+    RecordOptions(
+        address="h:1", switch="s", out=tmp_path / "x", tls=False, username="a", allow_plaintext_credentials=True
+    )
+    assert RecordOptions(address="h:1", switch="s", out=tmp_path / "x", username="admin").tls  # TLS by default
 
 
 def test_sim_cli_bad_arguments_are_one_line() -> None:
