@@ -139,7 +139,7 @@ def plaintext_warnings(targets: Sequence[SwitchTarget]) -> list[str]:
     by_entry: dict[str, list[str]] = {}
     for t in targets:
         if t.protocol == "gnmi" and not t.tls.enabled:
-            by_entry.setdefault(t.entry or t.switch, []).append(t.switch)
+            by_entry.setdefault(t.entry or "gNMI targets built in code", []).append(t.switch)
     out: list[str] = []
     for entry, switches in by_entry.items():
         shown = ", ".join(switches[:3]) + (f" and {len(switches) - 3} more" if len(switches) > 3 else "")
