@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import NoReturn
 
-from cli.commands import analyze, collect, db, demo, inventory, migrate, record, serve, sim, slo, topology
+from cli.commands import analyze, collect, db, demo, drill, inventory, migrate, record, serve, sim, slo, topology
 from fabric.errors import FabricmonError
 
 COMMANDS: dict[str, ModuleType] = {
@@ -31,6 +31,7 @@ COMMANDS: dict[str, ModuleType] = {
     "serve": serve,
     "record": record,
     "demo": demo,
+    "drill": drill,
 }
 
 #: Exit code for bad input and failures. ``check`` uses 0/1/2 for health, so it reports errors as 3.

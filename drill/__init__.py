@@ -1,0 +1,1 @@
+"""fabricmon drill: a seeded campaign of faults and benign events, scored against what fabricmon did."""

@@ -1,0 +1,352 @@
+"""Running a drill: the simulator, the collectors, the analyzer and a webhook receiver in one
+process (as ``fabricmon demo`` runs them), then a seeded campaign (:mod:`drill.campaign`),
+up to K events at once at unrelated places, scored (:mod:`drill.score`) against what the
+receiver got.
+
+One event's life: applied; for a fault, held until an incident touching its places fires (or
+the event's time limit), then two intervals more, so that escalations land; cleared; then held
+until what fired about it resolved (or the limit), and two quiet intervals. A benign event is
+held for its own time, then watched for the same quiet window. Its footprint is released only
+then, so two events never overlap at related places.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from analyzer.job_store import Job, save_job
+from analyzer.service import AnalyzerService
+from cli.service import database
+from collector.runner import CollectorService, plan
+from config.model import Config
+from demo.receiver import Receiver
+from demo.runner import DemoError, DemoOptions, demo_config
+from drill.campaign import EVERYWHERE, Planned, footprints_meet, plan_campaign
+from drill.score import Injected, Score, percentile, score, seen_from
+from fabric.model import Fabric, FabricParams
+from simulator.nos import MIXED
+from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class DrillOptions:
+    """What ``fabricmon drill`` was asked for."""
+
+    gpus: int = 1024
+    inventory: Path | None = None
+    faults: int = 20
+    benign: int = 10
+    concurrency: int = 4
+    seed: int = 1
+    interval_s: float = 2.0
+    naming: str = "mixed"
+    #: How long one event may take to be reported, and then to resolve (0: 20 intervals, >= 45 s).
+    event_timeout_s: float = 0.0
+
+    @property
+    def timeout_s(self) -> float:
+        return self.event_timeout_s or max(45.0, 20 * self.interval_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Goal:
+    """One figure beside what it must be."""
+
+    name: str
+    value: float | None
+    goal: str
+    ok: bool
+
+
+@dataclass(slots=True)
+class DrillResult:
+    """A drill's truth, what fabricmon sent, and the score."""
+
+    options: DrillOptions
+    gpus: int
+    switches: int
+    score: Score
+    events: list[Injected] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def goals(self) -> list[Goal]:
+        return goals_of(self.score, self.options.interval_s)
+
+    @property
+    def ok(self) -> bool:
+        return all(g.ok for g in self.goals)
+
+
+def goals_of(s: Score, interval_s: float) -> list[Goal]:
+    """The issue's goals: detection within one sampling interval plus one evaluation (both
+    ``interval_s`` in a drill)."""
+    p95 = percentile(s.detection_s, 95)
+    return [
+        Goal("precision", s.precision, ">= 0.99", s.precision >= 0.99),
+        Goal("recall", s.recall, ">= 0.99", s.recall >= 0.99),
+        Goal("top-1 localization", s.localization, ">= 0.98", s.localization >= 0.98),
+        Goal("false drains", s.false_drains, "0", s.false_drains == 0),
+        Goal("false checkpoints", s.false_checkpoints, "0", s.false_checkpoints == 0),
+        Goal(
+            "p95 detection (s)",
+            p95,
+            f"<= {2 * interval_s:g} s (1 sample + 1 evaluation)",
+            p95 is not None and p95 <= 2 * interval_s,
+        ),
+        Goal("deliveries per fault", s.deliveries_per_fault, "<= 2.2", s.deliveries_per_fault <= 2.2),
+    ]
+
+
+class _Collector:
+    """The collector service, restartable (a benign event)."""
+
+    def __init__(self, config: Config, fabric: Fabric, pool: Any) -> None:
+        self.config, self.fabric, self.pool = config, fabric, pool
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.stop = asyncio.Event()
+        service = CollectorService(self.config, self.fabric, self.pool, plan(self.config, self.fabric))
+        self.task = asyncio.create_task(service.run(self.stop))
+
+    async def close(self) -> None:
+        self.stop.set()
+        if self.task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self.task, 30)
+
+    async def restart(self) -> None:
+        await self.close()
+        self.start()
+
+
+async def run_drill(opts: DrillOptions, dsn: str, say: Say) -> DrillResult:
+    """Run the whole drill; return its truth and score."""
+    secret = secrets.token_hex(16)
+    receiver = Receiver(secret)
+    webhook = await receiver.start()
+    tls_dir = Path(tempfile.mkdtemp(prefix="fabricmon-drill-tls-"))
+    params = None if opts.inventory is not None else FabricParams(gpus=opts.gpus)
+    say(f"simulating {'the inventory ' + str(opts.inventory) if opts.inventory else f'a {opts.gpus}-GPU AIPod'}"
+        f" ({opts.naming} port names), every NOS shape")  # fmt: skip
+    try:
+        sim = await start_sim(SimOptions(params=params, inventory=opts.inventory, gnmi="127.0.0.1:0",
+                                         snmp="127.0.0.1:0", control="127.0.0.1:0", seed=opts.seed, nos=MIXED,
+                                         naming=opts.naming, tls_dir=tls_dir))  # fmt: skip
+    except BaseException:
+        shutil.rmtree(tls_dir, ignore_errors=True)
+        await receiver.stop()
+        raise
+    try:
+        assert sim.fabric is not None and sim.state is not None
+        fabric = sim.fabric
+        demo = DemoOptions(gpus=fabric.gpus, interval_s=opts.interval_s, naming=opts.naming, listen="127.0.0.1:0")
+        config = demo_config(sim, demo, webhook, secret, dsn)
+        snmp = [t for targets in config.targets if targets.protocol == "snmp" for t in targets.switches or ()]
+        campaign = plan_campaign(fabric, faults=opts.faults, benign=opts.benign, seed=opts.seed,
+                                 snmp_switches=[s for s in snmp if s in fabric.switches])  # fmt: skip
+        async with database(dsn, config, fabric) as pool:
+            await _jobs(pool, fabric)
+            collector = _Collector(config, fabric, pool)
+            analyzer = AnalyzerService(config, fabric, pool)
+            stop = asyncio.Event()
+            collector.start()
+            analyzing = asyncio.create_task(analyzer.run(stop))
+            try:
+                await _healthy(analyzer, max(90.0, 8 * opts.interval_s))
+                say(f"healthy; {len(campaign)} events ({opts.faults} faults, {opts.benign} benign), "
+                    f"up to {opts.concurrency} at once, seed {opts.seed}")  # fmt: skip
+                t0 = time.monotonic()
+                drill = _Drill(opts, sim, receiver, collector, t0, say)
+                events = await drill.run(campaign)
+                elapsed = time.monotonic() - t0
+            finally:
+                stop.set()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(analyzing, 30)
+                await collector.close()
+        seen = seen_from((d.at - t0, d.event, d.body) for d in receiver.deliveries)
+        result = score(events, seen, grace_s=3 * opts.interval_s)
+        return DrillResult(opts, fabric.gpus, len(fabric.switches), result, events, elapsed)
+    finally:
+        await stop_sim(sim)
+        await receiver.stop()
+        shutil.rmtree(tls_dir, ignore_errors=True)
+
+
+async def _jobs(pool: Any, fabric: Fabric) -> None:
+    """One training job per group of servers (a full cluster), so storms have jobs to checkpoint."""
+    by_group: dict[int, list[str]] = {}
+    for name, server in sorted(fabric.servers.items()):
+        by_group.setdefault(server.group, []).append(name)
+    for group, hosts in sorted(by_group.items()):
+        await save_job(pool, Job(f"llm-g{group}", tuple(hosts), datetime.now(UTC), 14.0))
+
+
+async def _healthy(analyzer: AnalyzerService, within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    while (analyzer.last_report or {}).get("status") != "healthy":
+        if time.monotonic() > deadline:
+            raise DemoError(f"no healthy verdict within {within_s:.0f} s: the drill needs a clean start")
+        await asyncio.sleep(0.25)
+
+
+class _Drill:
+    def __init__(self, opts: DrillOptions, sim: RunningSim, receiver: Receiver, collector: _Collector, t0: float,
+                 say: Say) -> None:  # fmt: skip
+        assert sim.state is not None
+        self.opts, self.sim, self.state, self.receiver, self.collector = opts, sim, sim.state, receiver, collector
+        self.t0, self.say = t0, say
+        self.done = 0
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    async def run(self, campaign: list[Planned]) -> list[Injected]:
+        pending, active = list(campaign), list[Planned]()
+        running: dict[asyncio.Task[Injected], Planned] = {}
+        out: list[Injected] = []
+        total = len(campaign)
+        while pending or running:
+            for ev in list(pending):
+                if len(running) >= self.opts.concurrency:
+                    break
+                if any(footprints_meet(ev, a) for a in active):
+                    if EVERYWHERE in ev.footprint:
+                        break  # the whole fabric's turn: start nothing past it
+                    continue
+                pending.remove(ev)
+                active.append(ev)
+                running[asyncio.create_task(self.one(ev))] = ev
+            finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in finished:
+                ev = running.pop(task)
+                active.remove(ev)
+                out.append(task.result())
+                self.done += 1
+                if self.done % 10 == 0 or self.done == total:
+                    self.say(f"  {self.done}/{total} events done ({self.now():.0f} s)")
+        return sorted(out, key=lambda e: e.start_s)
+
+    def _fired_at(self, places: frozenset[str], since: float) -> set[str]:
+        """Fingerprints of incidents touching ``places`` first sent as firing after ``since``."""
+        out = set()
+        for d in self.receiver.deliveries:
+            if d.event != "alert.firing" or d.at - self.t0 < since:
+                continue
+            alert = d.body.get("alert", {})
+            scope, root = alert.get("scope") or {}, alert.get("root_cause") or {}
+            at = {*scope.get("switches", ()), *scope.get("servers", ()), root.get("switch"), root.get("server")}
+            if at & places:
+                out.add(str(alert.get("fingerprint")))
+        return out
+
+    def _resolved(self, fingerprints: set[str]) -> bool:
+        gone = {d.body.get("alert", {}).get("fingerprint") for d in self.receiver.deliveries
+                if d.event == "alert.resolved"}  # fmt: skip
+        return fingerprints <= gone
+
+    async def _until(self, cond: Callable[[], bool], within_s: float) -> bool:
+        deadline = time.monotonic() + within_s
+        while not cond():
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.25)
+        return True
+
+    async def one(self, ev: Planned) -> Injected:
+        interval, limit = self.opts.interval_s, self.opts.timeout_s
+        start = self.now()
+        spec: Mapping[str, Any] = ev.spec
+        hosts = ev.hosts
+        fault_id: str | None = None
+        if ev.kind == "collector_restart":
+            await self.collector.restart()
+        else:
+            applied = self.state.apply(dict(ev.spec))
+            fault_id, spec = applied.id, applied.to_dict()
+            if applied.swapped_with:  # a cable swap: the other server's GPU moved too
+                hosts = hosts | {applied.swapped_with.partition(":")[0]}
+        if ev.benign:
+            hold = {"flap_once": 2.0, "pfc_burst": 0.8 * interval}.get(ev.kind, 0.0)
+            await asyncio.sleep(hold)
+        elif ev.must_detect:
+            await self._until(lambda: bool(self._fired_at(ev.places, start)), limit)
+            await asyncio.sleep(2 * interval)
+        else:
+            await asyncio.sleep(6 * interval)
+        if fault_id is not None:
+            self.state.clear(fault_id)
+        end = self.now()
+        await self._until(lambda: self._resolved(self._fired_at(ev.places, start)), limit)
+        await asyncio.sleep(2 * interval)
+        return Injected(ev.id, ev.kind, ev.benign, start, end, ev.places, ev.roots, hosts, ev.actions,
+                        ev.must_detect, dict(spec))  # fmt: skip
+
+
+def report_dict(result: DrillResult) -> dict[str, Any]:
+    """The drill's report as JSON-able data."""
+    s, interval = result.score, result.options.interval_s
+
+    def pcts(values: list[float]) -> dict[str, float | None]:
+        return {f"p{q}": percentile(values, q) for q in (50, 95, 99)}
+
+    opts = {k: (str(v) if isinstance(v, Path) else v) for k, v in
+            ((f, getattr(result.options, f)) for f in DrillOptions.__slots__)}  # fmt: skip
+    return {
+        "seed": result.options.seed,
+        "options": opts,
+        "fabric": {"gpus": result.gpus, "switches": result.switches},
+        "elapsed_s": round(result.elapsed_s, 1),
+        "figures": {
+            "faults": s.faults,
+            "benign": s.benign,
+            "incidents": s.incidents,
+            "precision": s.precision,
+            "recall": s.recall,
+            "top1_localization": s.localization,
+            "detection_s": pcts(s.detection_s),
+            "detection_intervals": {k: None if v is None else v / interval for k, v in pcts(s.detection_s).items()},
+            "resolution_s": pcts(s.resolution_s),
+            "deliveries_per_fault": s.deliveries_per_fault,
+            "false_drains": s.false_drains,
+            "false_checkpoints": s.false_checkpoints,
+            "missed_actions": len(s.missed_actions),
+        },
+        "goals": [{"name": g.name, "value": g.value, "goal": g.goal, "ok": g.ok} for g in result.goals],
+        "ok": result.ok,
+        "misses": [_finding(f) for f in s.misses],
+        "false_incidents": [_finding(f) for f in s.false_incidents],
+        "false_actions": [_finding(f) for f in s.false_actions],
+        "missed_actions": [_finding(f) for f in s.missed_actions],
+        "events": [
+            {
+                "id": e.id,
+                "kind": e.kind,
+                "benign": e.benign,
+                "start_s": round(e.start_s, 2),
+                "end_s": round(e.end_s, 2),
+                "spec": e.spec,
+                "incident": s.pairs.get(e.id),
+            }
+            for e in result.events
+        ],
+    }
+
+
+def _finding(f: Any) -> dict[str, Any]:
+    return {"what": f.what, "event": f.event, "incident": f.incident, "detail": f.detail}

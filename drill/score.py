@@ -1,0 +1,261 @@
+"""Scoring a drill: what fabricmon sent, against what the drill injected.
+
+The truth is one :class:`Injected` per event (a fault, or a benign event that must lead to no
+checkpoint and no drain); what fabricmon did is one :class:`Seen` per incident, as a webhook
+receiver saw it (:func:`seen_from`). :func:`score` pairs them and measures:
+
+* **precision**: incidents that match an injected fault, out of all incidents sent. An incident
+  matches a fault when it fired while the fault was on (or within ``grace_s`` after it was
+  cleared) and its places (root cause and scope) touch the fault's places. Each fault is matched
+  once: a second incident for it is a *duplicate*, and an incident matching only benign events
+  or nothing is *false*;
+* **recall**: faults that must be detected and were, out of those injected;
+* **top-1 localization**: matched faults whose root cause names the faulted switch and port (or
+  either end of the faulted cable), the faulted switch, or the miswired server and rail;
+* **detection time**: fault start to the first firing delivery; **resolution time**: fault
+  cleared to the resolved delivery; **deliveries per fault**;
+* **false actions**: a drain or checkpoint on a benign event or on no fault, and a drain of a
+  host outside the fault's blast radius; **missed actions**: a fault that needed a drain or a
+  checkpoint and got neither.
+
+Everything here is pure: the drill's runner and the unit tests feed it the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Actions that change what a scheduler runs; ``observe`` does not.
+ACTING = frozenset({"drain", "checkpoint"})
+
+
+@dataclass(frozen=True, slots=True)
+class Injected:
+    """One injected event and what a correct fabricmon does about it."""
+
+    id: str
+    kind: str
+    benign: bool
+    #: Seconds since the drill started: applied, and cleared.
+    start_s: float
+    end_s: float
+    #: Switch and server names the event touches: an incident there, then, may be about it.
+    places: frozenset[str]
+    #: Root causes that localize it: ``(switch, port)`` (either end of a cable), ``(switch, None)``
+    #: (the switch itself) or ``(server, "rail:N")``.
+    roots: frozenset[tuple[str, str | None]] = frozenset()
+    #: The blast radius: the only hosts a drain about it may name.
+    hosts: frozenset[str] = frozenset()
+    #: Acceptable recommended actions; a fault whose set lacks ``observe`` must be acted on.
+    actions: frozenset[str] = frozenset({"observe"})
+    #: False for events fabricmon may or may not report (a slow SNMP agent, a benign event).
+    must_detect: bool = True
+    #: The simulator fault (or benign event) as applied, to replay it.
+    spec: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One incident as its webhook deliveries showed it."""
+
+    fingerprint: str
+    alert_id: str | None
+    rule: str
+    summary: str
+    #: The root cause's place: ``switch``, ``port``, ``server``, ``rail`` (None where it has none).
+    root: Mapping[str, Any]
+    places: frozenset[str]
+    #: Seconds since the drill started: first ``alert.firing``, ``alert.resolved`` (None: never).
+    fired_s: float
+    resolved_s: float | None
+    deliveries: int
+    #: ``(recommended_action, action_hosts)`` of each delivery, in order.
+    actions: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One line of the report's lists: a miss, a false incident, a false or missed action."""
+
+    what: str
+    event: str | None
+    incident: str | None
+    detail: str
+
+
+@dataclass(slots=True)
+class Score:
+    """A drill's figures and everything that went wrong, by id."""
+
+    faults: int = 0
+    benign: int = 0
+    incidents: int = 0
+    matched: int = 0
+    detected: int = 0
+    must_detect: int = 0
+    localized: int = 0
+    detection_s: list[float] = field(default_factory=list)
+    resolution_s: list[float] = field(default_factory=list)
+    deliveries: int = 0
+    false_drains: int = 0
+    false_checkpoints: int = 0
+    misses: list[Finding] = field(default_factory=list)
+    false_incidents: list[Finding] = field(default_factory=list)
+    false_actions: list[Finding] = field(default_factory=list)
+    missed_actions: list[Finding] = field(default_factory=list)
+    #: event id → the incident fingerprint matched to it
+    pairs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def precision(self) -> float:
+        return self.matched / self.incidents if self.incidents else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.detected / self.must_detect if self.must_detect else 1.0
+
+    @property
+    def localization(self) -> float:
+        return self.localized / len(self.pairs) if self.pairs else 1.0
+
+    @property
+    def deliveries_per_fault(self) -> float:
+        return self.deliveries / len(self.pairs) if self.pairs else 0.0
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank ``q``-th percentile (0 < q <= 100), None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def seen_from(deliveries: Iterable[tuple[float, str, Mapping[str, Any]]]) -> list[Seen]:
+    """Incidents from webhook deliveries ``(seconds since start, event, fabricmon body)``, in the
+    order they first fired; an incident never sent as firing is not one."""
+    by_fp: dict[str, list[tuple[float, str, Mapping[str, Any]]]] = {}
+    for d in sorted(deliveries, key=lambda d: d[0]):
+        fp = d[2].get("alert", {}).get("fingerprint")
+        if isinstance(fp, str):
+            by_fp.setdefault(fp, []).append(d)
+    out = []
+    for fp, ds in by_fp.items():
+        firing = [d for d in ds if d[1] == "alert.firing"]
+        if not firing:
+            continue
+        alert = firing[0][2].get("alert", {})
+        root = alert.get("root_cause") or {}
+        scope = alert.get("scope") or {}
+        places = {str(p) for p in (*scope.get("switches", ()), *scope.get("servers", ()))}
+        places |= {str(root[k]) for k in ("switch", "server") if root.get(k)}
+        resolved = next((d[0] for d in ds if d[1] == "alert.resolved"), None)
+        actions = tuple(
+            (str(body.get("recommended_action")), tuple(str(h) for h in body.get("action_hosts") or ()))
+            for _, _, body in ds
+        )
+        out.append(Seen(fp, None if alert.get("id") is None else str(alert["id"]), str(alert.get("rule")),
+                        str(alert.get("summary", "")), dict(root), frozenset(places), firing[0][0], resolved,
+                        len(ds), actions))  # fmt: skip
+    return sorted(out, key=lambda s: s.fired_s)
+
+
+def localizes(seen: Seen, event: Injected) -> bool:
+    """Whether the incident's root cause names the event's place (top-1)."""
+    root = seen.root
+    switch, port, server, rail = root.get("switch"), root.get("port"), root.get("server"), root.get("rail")
+    if server is not None and rail is not None and (str(server), f"rail:{rail}") in event.roots:
+        return True
+    if switch is None:
+        return False
+    return (str(switch), None if port is None else str(port)) in event.roots or (
+        port is None and (str(switch), None) in event.roots
+    )
+
+
+def _candidates(seen: Seen, events: Sequence[Injected], grace_s: float) -> list[Injected]:
+    return [e for e in events if e.start_s <= seen.fired_s <= e.end_s + grace_s and seen.places & e.places]
+
+
+def score(events: Sequence[Injected], seen: Sequence[Seen], *, grace_s: float) -> Score:
+    """Pair incidents with injected events and measure (see the module's docstring)."""
+    s = Score(faults=sum(not e.benign for e in events), benign=sum(e.benign for e in events), incidents=len(seen))
+    s.must_detect = sum(e.must_detect and not e.benign for e in events)
+    matched_to: dict[str, Injected] = {}  # incident fingerprint → its fault
+    for inc in sorted(seen, key=lambda i: i.fired_s):
+        cands = _candidates(inc, events, grace_s)
+        faults = [e for e in cands if not e.benign]
+        free = [e for e in faults if e.id not in s.pairs]
+        if free:
+            # the fault it localizes first, then the one that started last before it fired
+            best = max(free, key=lambda e: (localizes(inc, e), e.start_s))
+            s.pairs[best.id] = inc.fingerprint
+            matched_to[inc.fingerprint] = best
+            s.matched += 1
+        elif faults:
+            ids = ", ".join(e.id for e in faults)
+            s.false_incidents.append(Finding("duplicate", faults[0].id, inc.fingerprint,
+                                             f"{inc.rule}: {inc.summary} (a second incident for {ids})"))  # fmt: skip
+        else:
+            benign = [e.id for e in cands]
+            why = f"during benign {', '.join(benign)}" if benign else "matching no injected event"
+            s.false_incidents.append(Finding("false_incident", benign[0] if benign else None, inc.fingerprint,
+                                             f"{inc.rule}: {inc.summary} ({why})"))  # fmt: skip
+        # a duplicate's actions are judged against the fault it repeats
+        _judge_actions(s, inc, matched_to.get(inc.fingerprint) or (faults[0] if faults else None), cands)
+    seen_by_fp = {i.fingerprint: i for i in seen}
+    for e in events:
+        if e.benign:
+            continue
+        fp = s.pairs.get(e.id)
+        if fp is None:
+            if e.must_detect:
+                s.misses.append(Finding("miss", e.id, None, f"{e.kind} {_where(e)}: no incident"))
+            if "observe" not in e.actions:
+                s.missed_actions.append(Finding("missed_action", e.id, None, f"{e.kind}: no incident, no action"))
+            continue
+        inc = seen_by_fp[fp]
+        s.detected += e.must_detect
+        s.localized += localizes(inc, e)
+        s.detection_s.append(inc.fired_s - e.start_s)
+        if inc.resolved_s is not None:
+            s.resolution_s.append(max(0.0, inc.resolved_s - e.end_s))
+        s.deliveries += inc.deliveries
+        if "observe" not in e.actions and not any(a in e.actions for a, _ in inc.actions):
+            got = ", ".join(dict.fromkeys(a for a, _ in inc.actions))
+            s.missed_actions.append(Finding("missed_action", e.id, fp,
+                                            f"{e.kind}: wanted {'/'.join(sorted(e.actions))}, got {got}"))  # fmt: skip
+    return s
+
+
+def _judge_actions(s: Score, inc: Seen, fault: Injected | None, cands: Sequence[Injected]) -> None:
+    """Count the incident's drain and checkpoint (once each) that no fault justifies."""
+    for action in ("drain", "checkpoint"):
+        hosts = sorted({h for a, hs in inc.actions if a == action for h in hs})
+        if not any(a == action for a, _ in inc.actions):
+            continue
+        reason = None
+        if fault is None:
+            benign = [e.id for e in cands if e.benign]
+            reason = f"on benign {', '.join(benign)}" if benign else "on no injected fault"
+        elif action == "drain" and not set(hosts) <= fault.hosts:
+            outside = sorted(set(hosts) - fault.hosts)
+            reason = f"{len(outside)} host(s) outside {fault.id}'s blast radius: {', '.join(outside[:8])}"
+        if reason is None:
+            continue
+        if action == "drain":
+            s.false_drains += 1
+        else:
+            s.false_checkpoints += 1
+        event = fault.id if fault is not None else next((e.id for e in cands), None)
+        s.false_actions.append(Finding(f"false_{action}", event, inc.fingerprint, f"{inc.rule}: {reason}"))
+
+
+def _where(e: Injected) -> str:
+    spec = e.spec
+    parts = [str(spec[k]) for k in ("switch", "port", "server") if spec.get(k)]
+    return ":".join(parts) if parts else ",".join(sorted(e.places))

@@ -1,0 +1,175 @@
+"""The drill's scorer on hand-made truth and incidents, and the campaign it draws."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drill.campaign import BENIGN_KINDS, FAULT_KINDS, footprints_meet, plan_campaign
+from drill.score import Injected, Seen, percentile, score, seen_from
+from fabric.model import FabricParams
+from fabric.topology import build_aipod
+
+CABLE = frozenset({("lf-g1-r4", "et-0/0/3:0"), ("srv-g1-004", "mlx5_3")})
+LINK = Injected("f1", "link_down", False, 10.0, 40.0, frozenset({"lf-g1-r4", "srv-g1-004"}), CABLE,
+                frozenset({"srv-g1-004"}), frozenset({"drain"}))  # fmt: skip
+UPLINK = Injected("f2", "link_down", False, 12.0, 40.0, frozenset({"lf-g2-r1", "sp-r1-3"}),
+                  frozenset({("lf-g2-r1", "Ethernet1/33"), ("sp-r1-3", "Ethernet2/1")}), frozenset(),
+                  frozenset({"observe", "checkpoint"}))  # fmt: skip
+FLAP_ONCE = Injected("b1", "flap_once", True, 50.0, 52.0, frozenset({"lf-g1-r2", "srv-g1-007"}), must_detect=False)
+MISWIRE = Injected("f3", "miswire", False, 60.0, 80.0, frozenset({"srv-g1-009", "lf-g1-r2", "lf-g1-r5"}),
+                   frozenset({("srv-g1-009", "rail:2")}), frozenset({"srv-g1-009"}), frozenset({"drain"}))  # fmt: skip
+
+
+def seen(fp: str, rule: str, root: dict[str, Any], fired: float, *, actions: tuple[tuple[str, tuple[str, ...]], ...]
+         = (("observe", ()),), resolved: float | None = None, places: set[str] | None = None) -> Seen:  # fmt: skip
+    at = places if places is not None else {v for k, v in root.items() if k in ("switch", "server") and v}
+    return Seen(fp, fp, rule, f"{rule} at {root}", root, frozenset(at), fired, resolved, len(actions), actions)
+
+
+def drained(*hosts: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return (("drain", hosts), ("drain", hosts))
+
+
+def test_a_fault_found_at_its_port_with_its_action_is_precise_recalled_and_localized() -> None:
+    link = seen("a", "link_outage", {"switch": "lf-g1-r4", "port": "et-0/0/3:0", "server": "srv-g1-004"}, 17.5,
+                actions=drained("srv-g1-004"), resolved=44.0)  # fmt: skip
+    s = score([LINK], [link], grace_s=6)
+    assert (s.precision, s.recall, s.localization) == (1.0, 1.0, 1.0)
+    assert s.detection_s == [7.5] and s.resolution_s == [4.0] and s.deliveries_per_fault == 2
+    assert s.false_actions == s.missed_actions == s.misses == s.false_incidents == []
+    assert s.pairs == {"f1": "a"}
+
+
+def test_either_end_of_the_cable_localizes_it_and_the_switch_alone_does_not() -> None:
+    far_end = seen("a", "link_outage", {"switch": "sp-r1-3", "port": "Ethernet2/1"}, 15.0)
+    assert score([UPLINK], [far_end], grace_s=6).localization == 1.0
+    just_the_switch = seen("b", "oversubscription_drift", {"switch": "lf-g2-r1", "port": None}, 15.0)
+    s = score([UPLINK], [just_the_switch], grace_s=6)
+    assert s.recall == 1.0 and s.localization == 0.0  # found (it touches the place), not localized
+
+
+def test_a_misplaced_root_cause_is_found_but_not_localized() -> None:
+    # the right leaf, the wrong port: the incident touches the fault, its root names another cable
+    wrong = seen("a", "link_outage", {"switch": "lf-g1-r4", "port": "et-0/0/9:0", "server": "srv-g1-010"}, 16.0,
+                 actions=drained("srv-g1-010"))  # fmt: skip
+    s = score([LINK], [wrong], grace_s=6)
+    assert s.recall == 1.0 and s.precision == 1.0 and s.localization == 0.0
+    # and its drain names a host the fault never touched: a false drain
+    assert s.false_drains == 1 and "srv-g1-010" in s.false_actions[0].detail
+
+
+def test_a_second_incident_for_one_fault_costs_precision() -> None:
+    first = seen("a", "pfc_storm", {"switch": "lf-g1-r4", "port": "et-0/0/3:0"}, 14.0,
+                 actions=(("checkpoint", ()),))  # fmt: skip
+    second = seen("b", "pfc_storm", {"switch": "lf-g1-r4", "port": "et-0/0/3:0"}, 20.0,
+                  actions=(("checkpoint", ()),))  # fmt: skip
+    storm = Injected("f1", "pfc_storm", False, 10.0, 40.0, LINK.places, CABLE, frozenset(), frozenset({"checkpoint"}))
+    s = score([storm], [first, second], grace_s=6)
+    assert s.recall == 1.0 and s.precision == 0.5
+    (dup,) = s.false_incidents
+    assert (dup.what, dup.event, dup.incident) == ("duplicate", "f1", "b")
+    assert s.false_checkpoints == 0  # the duplicate's checkpoint is one the fault justifies
+
+
+def test_an_incident_during_a_benign_event_is_false_and_so_are_its_actions() -> None:
+    stray = seen("a", "link_flapping", {"switch": "lf-g1-r2", "port": "Ethernet8", "server": "srv-g1-007"}, 51.0,
+                 actions=drained("srv-g1-007"))  # fmt: skip
+    s = score([FLAP_ONCE], [stray], grace_s=6)
+    assert s.faults == 0 and s.benign == 1 and s.precision == 0.0 and s.recall == 1.0
+    assert [(f.what, f.event) for f in s.false_incidents] == [("false_incident", "b1")]
+    assert s.false_drains == 1 and s.false_actions[0].detail.endswith("on benign b1")
+
+
+def test_an_incident_outside_every_window_or_place_matches_nothing() -> None:
+    late = seen("a", "link_outage", {"switch": "lf-g1-r4", "port": "et-0/0/3:0"}, 40.0 + 6.5)
+    elsewhere = seen("b", "link_outage", {"switch": "lf-g7-r1", "port": "Ethernet1"}, 20.0,
+                     actions=(("checkpoint", ()),))  # fmt: skip
+    s = score([LINK], [late, elsewhere], grace_s=6)
+    assert s.matched == 0 and s.recall == 0.0 and s.precision == 0.0
+    assert [f.event for f in s.misses] == ["f1"] and [f.event for f in s.missed_actions] == ["f1"]
+    assert s.false_checkpoints == 1 and s.false_actions[0].detail.endswith("on no injected fault")
+    assert score([LINK], [seen("c", "link_outage", dict(late.root), 40.0 + 5.5)], grace_s=6).matched == 1
+
+
+def test_a_wrong_action_is_a_missed_one_and_a_miswire_localizes_by_server_and_rail() -> None:
+    swap = seen("a", "miswire", {"switch": "lf-g1-r5", "port": "Ethernet9", "server": "srv-g1-009", "rail": 2}, 63.0)
+    s = score([MISWIRE], [swap], grace_s=6)
+    assert s.localization == 1.0 and s.recall == 1.0
+    (missed,) = s.missed_actions
+    assert missed.event == "f3" and "wanted drain, got observe" in missed.detail
+
+
+def test_the_fault_it_localizes_wins_when_two_are_on() -> None:
+    both = frozenset({"lf-g1-r4", "srv-g1-004", "lf-g2-r1", "sp-r1-3"})
+    wide = seen("a", "link_outage", {"switch": "sp-r1-3", "port": "Ethernet2/1"}, 20.0, places=set(both))
+    s = score([LINK, UPLINK], [wide], grace_s=6)
+    assert s.pairs == {"f2": "a"} and s.localization == 1.0
+    assert [f.event for f in s.misses] == ["f1"]
+
+
+def test_seen_from_deliveries_groups_by_incident_and_skips_the_never_fired() -> None:
+    def body(fp: str, action: str, hosts: list[str]) -> dict[str, Any]:
+        return {"alert": {"fingerprint": fp, "id": 7, "rule": "link_outage", "summary": "s",
+                          "root_cause": {"switch": "lf-g1-r4", "port": "et-0/0/3:0", "server": "srv-g1-004"},
+                          "scope": {"switches": ["lf-g1-r4"], "servers": ["srv-g1-004"]}},
+                "recommended_action": action, "action_hosts": hosts}  # fmt: skip
+
+    out = seen_from([(12.0, "alert.firing", body("a", "drain", ["srv-g1-004"])),
+                     (30.0, "alert.resolved", body("a", "drain", ["srv-g1-004"])),
+                     (5.0, "alert.resolved", body("z", "observe", []))])  # fmt: skip
+    (a,) = out
+    assert (a.fingerprint, a.alert_id, a.fired_s, a.resolved_s, a.deliveries) == ("a", "7", 12.0, 30.0, 2)
+    assert a.places == {"lf-g1-r4", "srv-g1-004"} and a.actions[0] == ("drain", ("srv-g1-004",))
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([], 95) is None
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0 and percentile([float(i) for i in range(1, 101)], 95) == 95.0
+
+
+_events = st.lists(
+    st.tuples(st.booleans(), st.floats(0, 100), st.floats(0, 30), st.sampled_from(["a", "b", "c"])), max_size=8
+)
+_incidents = st.lists(st.tuples(st.floats(0, 140), st.sampled_from(["a", "b", "c", "d"]),
+                                st.sampled_from(["observe", "drain", "checkpoint"])), max_size=10)  # fmt: skip
+
+
+@settings(max_examples=200)
+@given(_events, _incidents)
+def test_every_incident_is_counted_once_and_figures_are_ratios(events: list[Any], incidents: list[Any]) -> None:
+    truth = [Injected(f"e{i}", "k", benign, start, start + length, frozenset({place}), frozenset({(place, None)}),
+                      frozenset({place}), frozenset({"drain"}), not benign)
+             for i, (benign, start, length, place) in enumerate(events)]  # fmt: skip
+    got = [seen(f"i{i}", "r", {"switch": place}, at, actions=((action, (place,)),))
+           for i, (at, place, action) in enumerate(incidents)]  # fmt: skip
+    s = score(truth, got, grace_s=5)
+    assert s.matched + len(s.false_incidents) == len(got)
+    assert len(s.pairs) == s.matched and len(set(s.pairs.values())) == s.matched
+    assert s.detected + len(s.misses) == s.must_detect
+    for ratio in (s.precision, s.recall, s.localization):
+        assert 0.0 <= ratio <= 1.0
+    assert all(d >= 0 for d in s.detection_s)
+
+
+def test_the_campaign_is_seeded_draws_every_kind_and_places_them_on_the_fabric() -> None:
+    fabric = build_aipod(FabricParams(gpus=512), naming="mixed")
+    spines = [s for s in fabric.switches if s.startswith("sp-")]
+    one = plan_campaign(fabric, faults=36, benign=9, seed=7, snmp_switches=spines)
+    assert one == plan_campaign(fabric, faults=36, benign=9, seed=7, snmp_switches=spines)
+    assert one != plan_campaign(fabric, faults=36, benign=9, seed=8, snmp_switches=spines)
+    assert {e.kind for e in one if not e.benign} == set(FAULT_KINDS)
+    assert {e.kind for e in one if e.benign} == set(BENIGN_KINDS)
+    for e in one:
+        spec = e.spec
+        if "port" in spec:  # a real port of the switch, by the fabric's own name
+            assert spec["port"] in {p.name for p in fabric.ports(spec["switch"])}
+        if e.kind == "miswire":
+            assert fabric.switches[spec["to_leaf"]].rail != spec["gpu"]
+        if "drain" in e.actions:
+            assert e.hosts and e.hosts <= set(fabric.servers)
+        assert footprints_meet(e, e)
+    restarts = [e for e in one if e.kind == "collector_restart"]
+    assert all(footprints_meet(r, e) for r in restarts for e in one)
