@@ -61,6 +61,16 @@ def _element(data: bytes, pos: int) -> tuple[int, int, int]:
     return tag, pos, pos + length
 
 
+def request_id_tlv(answer: bytes) -> bytes:
+    """The request-id element of a response message (ValueError or IndexError if it has none)."""
+    _, pos, _ = _element(answer, 0)
+    _, _, v1 = _element(answer, pos)
+    _, _, c1 = _element(answer, v1)
+    _, p0, _ = _element(answer, c1)
+    _, _, r1 = _element(answer, p0)
+    return answer[p0:r1]
+
+
 @dataclass(frozen=True)
 class Response:
     """A response message's parts (a captured datagram, taken apart to be re-addressed)."""
