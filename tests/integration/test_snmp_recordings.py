@@ -32,8 +32,6 @@ from store.migrate import migrate
 from store.records import from_int8
 from tests.support.snmpsim import column, parse_snmprec, recording, serving
 
-pytestmark = pytest.mark.asyncio(loop_scope="function")
-
 #: switch name in the inventory → its snmpsim-data recording
 RECORDINGS = {
     "nx1": "network/switch/cisco-n5000.snmprec.bz2",
@@ -50,7 +48,10 @@ def _paths() -> dict[str, Path] | None:
     return None if None in paths.values() else {sw: p for sw, p in paths.items() if p is not None}
 
 
-pytestmark = [pytestmark, pytest.mark.skipif(_paths() is None, reason="snmpsim and snmpsim-data are not installed")]
+pytestmark = [
+    pytest.mark.asyncio(loop_scope="function"),
+    pytest.mark.skipif(_paths() is None, reason="snmpsim and snmpsim-data are not installed"),
+]
 
 
 @pytest.fixture(scope="module")
