@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.fabricmon-installed
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: setup system test test-slow lint demo bench clean
+.PHONY: setup system test test-slow lint demo bench bench-drill clean
 
 ## setup: the venv with fabricmon and its dev tools, plus what the OS lacks (TimescaleDB, snmp tools)
 setup: $(STAMP) system
@@ -39,6 +39,12 @@ demo: setup
 ## bench: benchmarks, JSON on stdout (recorded in docs/benchmarks.md)
 bench: setup
 	$(BIN)/python -m bench
+
+## bench-drill: the trust drill at 1,024 GPUs (300 faults, 100 benign, 4 at once, seed 1): JSON on stdout
+DRILL_ARGS ?= --gpus 1024 --naming mixed --faults 300 --benign 100 --concurrency 4 --seed 1
+bench-drill: setup
+	@mkdir -p test-artifacts
+	$(BIN)/fabricmon drill $(DRILL_ARGS) --report test-artifacts/drill-report.json --json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

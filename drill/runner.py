@@ -32,7 +32,8 @@ from config.model import Config
 from demo.receiver import Receiver
 from demo.runner import DemoError, DemoOptions, demo_config
 from drill.campaign import EVERYWHERE, Planned, footprints_meet, plan_campaign
-from drill.score import Injected, Score, percentile, score, seen_from
+from drill.goals import DEFAULT_GOALS, Goal, judge
+from drill.score import Injected, Score, Seen, score, seen_from
 from fabric.model import Fabric, FabricParams
 from simulator.nos import MIXED
 from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
@@ -54,20 +55,12 @@ class DrillOptions:
     naming: str = "mixed"
     #: How long one event may take to be reported, and then to resolve (0: 20 intervals, >= 45 s).
     event_timeout_s: float = 0.0
+    #: Figure → bound (:mod:`drill.goals`).
+    goals: tuple[tuple[str, float], ...] = tuple(DEFAULT_GOALS.items())
 
     @property
     def timeout_s(self) -> float:
         return self.event_timeout_s or max(45.0, 20 * self.interval_s)
-
-
-@dataclass(frozen=True, slots=True)
-class Goal:
-    """One figure beside what it must be."""
-
-    name: str
-    value: float | None
-    goal: str
-    ok: bool
 
 
 @dataclass(slots=True)
@@ -79,35 +72,17 @@ class DrillResult:
     switches: int
     score: Score
     events: list[Injected] = field(default_factory=list)
+    #: Every incident the receiver was sent, as the scorer saw it.
+    incidents: list[Seen] = field(default_factory=list)
     elapsed_s: float = 0.0
 
     @property
     def goals(self) -> list[Goal]:
-        return goals_of(self.score, self.options.interval_s)
+        return judge(self.score, self.options.interval_s, dict(self.options.goals))
 
     @property
     def ok(self) -> bool:
         return all(g.ok for g in self.goals)
-
-
-def goals_of(s: Score, interval_s: float) -> list[Goal]:
-    """The issue's goals: detection within one sampling interval plus one evaluation (both
-    ``interval_s`` in a drill)."""
-    p95 = percentile(s.detection_s, 95)
-    return [
-        Goal("precision", s.precision, ">= 0.99", s.precision >= 0.99),
-        Goal("recall", s.recall, ">= 0.99", s.recall >= 0.99),
-        Goal("top-1 localization", s.localization, ">= 0.98", s.localization >= 0.98),
-        Goal("false drains", s.false_drains, "0", s.false_drains == 0),
-        Goal("false checkpoints", s.false_checkpoints, "0", s.false_checkpoints == 0),
-        Goal(
-            "p95 detection (s)",
-            p95,
-            f"<= {2 * interval_s:g} s (1 sample + 1 evaluation)",
-            p95 is not None and p95 <= 2 * interval_s,
-        ),
-        Goal("deliveries per fault", s.deliveries_per_fault, "<= 2.2", s.deliveries_per_fault <= 2.2),
-    ]
 
 
 class _Collector:
@@ -181,7 +156,7 @@ async def run_drill(opts: DrillOptions, dsn: str, say: Say) -> DrillResult:
                 await collector.close()
         seen = seen_from((d.at - t0, d.event, d.body) for d in receiver.deliveries)
         result = score(events, seen, grace_s=3 * opts.interval_s)
-        return DrillResult(opts, fabric.gpus, len(fabric.switches), result, events, elapsed)
+        return DrillResult(opts, fabric.gpus, len(fabric.switches), result, events, seen, elapsed)
     finally:
         await stop_sim(sim)
         await receiver.stop()
@@ -296,57 +271,3 @@ class _Drill:
         await asyncio.sleep(2 * interval)
         return Injected(ev.id, ev.kind, ev.benign, start, end, ev.places, ev.roots, hosts, ev.actions,
                         ev.must_detect, dict(spec))  # fmt: skip
-
-
-def report_dict(result: DrillResult) -> dict[str, Any]:
-    """The drill's report as JSON-able data."""
-    s, interval = result.score, result.options.interval_s
-
-    def pcts(values: list[float]) -> dict[str, float | None]:
-        return {f"p{q}": percentile(values, q) for q in (50, 95, 99)}
-
-    opts = {k: (str(v) if isinstance(v, Path) else v) for k, v in
-            ((f, getattr(result.options, f)) for f in DrillOptions.__slots__)}  # fmt: skip
-    return {
-        "seed": result.options.seed,
-        "options": opts,
-        "fabric": {"gpus": result.gpus, "switches": result.switches},
-        "elapsed_s": round(result.elapsed_s, 1),
-        "figures": {
-            "faults": s.faults,
-            "benign": s.benign,
-            "incidents": s.incidents,
-            "precision": s.precision,
-            "recall": s.recall,
-            "top1_localization": s.localization,
-            "detection_s": pcts(s.detection_s),
-            "detection_intervals": {k: None if v is None else v / interval for k, v in pcts(s.detection_s).items()},
-            "resolution_s": pcts(s.resolution_s),
-            "deliveries_per_fault": s.deliveries_per_fault,
-            "false_drains": s.false_drains,
-            "false_checkpoints": s.false_checkpoints,
-            "missed_actions": len(s.missed_actions),
-        },
-        "goals": [{"name": g.name, "value": g.value, "goal": g.goal, "ok": g.ok} for g in result.goals],
-        "ok": result.ok,
-        "misses": [_finding(f) for f in s.misses],
-        "false_incidents": [_finding(f) for f in s.false_incidents],
-        "false_actions": [_finding(f) for f in s.false_actions],
-        "missed_actions": [_finding(f) for f in s.missed_actions],
-        "events": [
-            {
-                "id": e.id,
-                "kind": e.kind,
-                "benign": e.benign,
-                "start_s": round(e.start_s, 2),
-                "end_s": round(e.end_s, 2),
-                "spec": e.spec,
-                "incident": s.pairs.get(e.id),
-            }
-            for e in result.events
-        ],
-    }
-
-
-def _finding(f: Any) -> dict[str, Any]:
-    return {"what": f.what, "event": f.event, "incident": f.incident, "detail": f.detail}

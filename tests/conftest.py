@@ -4,6 +4,7 @@
   once per run (about a second), stopped and removed at the end.
 - ``pg_dsn`` (session): its DSN, database ``fabricmon``.
 - ``fresh_db`` (function): the DSN of a new, empty database with TimescaleDB, dropped afterwards.
+- ``module_db`` (module): the same, shared by one module's tests.
 
 For the whole run ``FABRICMON_DATA_DIR`` points at that same directory, so code that falls back
 to the embedded store (``fabricmon db``, ``migrate`` without a DSN) uses the test cluster and
@@ -26,7 +27,7 @@ import pytest
 from store.pgserver import EmbeddedStore
 
 T = TypeVar("T")
-DB_FIXTURES = frozenset({"pg_store", "pg_dsn", "fresh_db", "private_store"})
+DB_FIXTURES = frozenset({"pg_store", "pg_dsn", "fresh_db", "module_db", "private_store"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
@@ -92,6 +93,16 @@ async def _create_extension(dsn: str) -> None:
 @pytest.fixture
 def fresh_db(pg_store: EmbeddedStore) -> Iterator[str]:
     """DSN of a brand-new database with TimescaleDB and nothing else; dropped after the test."""
+    yield from _new_database(pg_store)
+
+
+@pytest.fixture(scope="module")
+def module_db(pg_store: EmbeddedStore) -> Iterator[str]:
+    """As ``fresh_db``, shared by one module's tests (one long run, several checks of it)."""
+    yield from _new_database(pg_store)
+
+
+def _new_database(pg_store: EmbeddedStore) -> Iterator[str]:
     name = f"fm_test_{uuid.uuid4().hex[:12]}"
     run_sync(_admin(pg_store, f"CREATE DATABASE {name}"))
     dsn = pg_store.dsn(name)
