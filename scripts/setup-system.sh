@@ -49,6 +49,11 @@ have_pkg chromium-driver || wanted+=(chromium-driver)
 for pkg in slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-jwt-plugin prometheus prometheus-alertmanager; do
   have_pkg "$pkg" || wanted+=("$pkg")
 done
+# Our HTTP/2 gRPC client is tested against a gNMI server built with grpc-go (issue 28), offline
+# from Debian's Go and its grpc-go sources (GOPATH /usr/share/gocode).
+for pkg in golang-go golang-google-grpc-dev golang-google-protobuf-dev; do
+  have_pkg "$pkg" || wanted+=("$pkg")
+done
 if [ "${#wanted[@]}" -gt 0 ]; then apt_install "${wanted[@]}"; fi
 
 ext_control() { echo "$("${PG_BIN}/pg_config" --sharedir)/extension/timescaledb.control"; }
