@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what fabricmon needs from the operating system, and nothing it already has:
 #   - PostgreSQL server binaries and headers, cmake, net-snmp's command-line tools, and the
-#     programs the integration tests drive: Slurm, munge, Prometheus, Alertmanager (Debian);
+#     programs the integration tests drive: Slurm, munge, Prometheus, Alertmanager, and Go with
+#     grpc-go's sources for the gNMI interop server (Debian);
 #   - the TimescaleDB extension, built from Debian's own source package of a newer release
 #     (Debian's current suite packages it; this machine's suite does not).
 # The newer suite is read through a private apt source list and state directory derived from
