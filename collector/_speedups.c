@@ -49,15 +49,17 @@ fast_values(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO!O!:fast_values", &updates, &PyDict_Type, &slots, &PyList_Type, &row)) {
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(updates, "updates must be a sequence");
+    /* A tuple of our own, never the caller's list: the dict lookup (a key's __eq__) and dropping
+     * a row's old item (its __del__) can run Python that empties that list, and a pointer into
+     * its items would then be freed memory (issue 28). A tuple holds every update for the call. */
+    PyObject *seq = PySequence_Tuple(updates);
     if (seq == NULL) {
         return NULL;
     }
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t count = PyTuple_GET_SIZE(seq);
     long stored = 0;
     for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *u = items[k];
+        PyObject *u = PyTuple_GET_ITEM(seq, k);
         if (!PyBytes_Check(u)) {
             goto fallback;
         }

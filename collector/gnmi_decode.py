@@ -26,12 +26,18 @@ Speed comes from not building a Python object per value:
   profile through a :class:`Resolver`.
 
 Malformed values are skipped and counted through the ``invalid(kind, n)`` callback, with the
-kinds of :mod:`collector.gnmi_values`.
+kinds of :mod:`collector.gnmi_values`; every value is checked against a bound before any
+arithmetic on it. Decoding is total: a message the decoder fails on all the same (a bug) is
+counted as ``decode_error`` and skipped, and the open group is dropped, so no single message
+disables the stream (issue 28). The C fast path and this Python agree on every input; the
+Python fast path takes exactly what protobuf takes (one varint per value, no deprecated
+``Path.element``), the rest goes to ``gnmi_pb2``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -44,11 +50,18 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.gnmi_values import (
     BAD_JSON,
+    DECODE_ERROR,
     MALFORMED,
+    MALFORMED_PATH,
+    MAX_NEIGHBORS,
+    MAX_TEXT,
     NEGATIVE,
     NOT_A_NUMBER,
     OUT_OF_RANGE,
     OVERSIZE,
+    TOO_DEEP,
+    TOO_LONG,
+    TOO_MANY,
     UNKNOWN,
     UNKNOWN_PATH,
     WRONG_TYPE,
@@ -87,7 +100,10 @@ from collector.records import COUNTER_FIELDS, LldpReading, PortReading
 from collector.speedups import fast_values as _c_fast_values
 from wire.protobuf import U64_MAX, varint
 
+log = logging.getLogger(__name__)
+
 _MAX_CACHE = 500_000
+_MAX_KEY = 1024  # bytes of a prefix kept as a cache key: a cache of 64 MiB keys would be a memory bomb
 _N = len(COUNTER_FIELDS)
 
 # PortReading(switch, port, time_ns, oper_up, speed_bps, *counters, pfc_rx, pfc_tx, pfc_rx_total,
@@ -98,7 +114,7 @@ if tuple(f.name for f in fields(PortReading))[: len(_ORDER)] != _ORDER:  # pragm
     raise ImportError("collector.records.PortReading changed its field order; update gnmi_decode")
 _reading = cast(Callable[..., PortReading], PortReading)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})")
+_RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
 
 class _Prefix:
@@ -151,6 +167,7 @@ class StreamDecoder:
         self._lldp_seen: set[str] = set()
         self._removed: dict[str, list[int | None]] = {}  # port → its row before the delete, this group
         self._empty_families = tuple(f for f in self._profile.families if f.empty_is_delete)
+        self.failures = 0  # messages (or groups) the decoder failed on: counted, skipped, logged once
 
     # -- stream events ----------------------------------------------------------------------
 
@@ -162,7 +179,26 @@ class StreamDecoder:
             self._lldp_seen = set()
 
     def feed(self, raw: bytes) -> bool:
-        """Decode one SubscribeResponse; True when it was a ``sync_response``."""
+        """Decode one SubscribeResponse; True when it was a ``sync_response``. Never raises."""
+        try:
+            return self._feed(raw)
+        except Exception:  # a decoder bug costs this message, never the stream (issue 28)
+            self._failed("a message")
+            return False
+
+    def _failed(self, what: str) -> None:
+        """After an exception: count it and log it (with its traceback the first time)."""
+        self.failures += 1
+        if self.failures == 1:
+            log.exception("gNMI %s: the decoder failed on %s; skipped", self.switch, what)
+        else:
+            log.debug("gNMI %s: the decoder failed on %s; skipped", self.switch, what, exc_info=True)
+        try:
+            self._invalid(DECODE_ERROR, 1)
+        except Exception:  # the counter's own failure must not undo what this method is for
+            log.debug("gNMI %s: could not count a decode error", self.switch, exc_info=True)
+
+    def _feed(self, raw: bytes) -> bool:
         if len(raw) > self._max:
             self._invalid(OVERSIZE, 1)
             return False
@@ -200,7 +236,17 @@ class StreamDecoder:
         return ports, lldp
 
     def close_group(self) -> None:
-        """Turn the open timestamp's rows into readings."""
+        """Turn the open timestamp's rows into readings. Never raises (the group is dropped if it fails)."""
+        try:
+            self._close_group()
+        except Exception:
+            # Dropped, or the same group would fail again at every close, and begin() with it.
+            self._pending, self._lldp_dirty, self._removed = {}, set(), {}
+            self._oper_seen.clear()
+            self._speed_seen.clear()
+            self._failed("closing a group")
+
+    def _close_group(self) -> None:
         ts, sw, states = self._ts, self.switch, self._ports
         first_port, first_lldp = len(self.ready_ports), len(self.ready_lldp)
         if self._removed:
@@ -292,12 +338,14 @@ class StreamDecoder:
             for u in updates:
                 # Update{path (short), val{uint_val}} and nothing else: split it here.
                 # Each value's last byte ends a varint: with the count check below, each is one varint.
+                # A value of at least one byte (u[j + 1] > 1): an empty one would let the count
+                # check pass for a value with two varints in the same notification (issue 28).
                 j = u[1] + 2
                 if (
                     u[0] == 0x0A
                     and j < 0x82
                     and u[j] == 0x1A
-                    and u[j + 1] == len(u) - j - 2
+                    and 1 < u[j + 1] == len(u) - j - 2
                     and u[j + 2] == 0x18
                     and u[-1] < 0x80
                 ):
@@ -340,10 +388,14 @@ class StreamDecoder:
 
     def _fast_slot(self, ctx: _Prefix, key: bytes) -> int | Leaf:
         try:
-            elems = path_elems(gnmi_pb2.Path.FromString(key))
-        except DecodeError:
-            return UNKNOWN
-        _, slot = self._r.leaf(ctx.elems + elems)
+            path = gnmi_pb2.Path.FromString(key)
+        except DecodeError:  # as the slow path counts an Update it cannot parse
+            slot: int | Leaf = MALFORMED_PATH
+        else:
+            if len(path.element):  # the deprecated string path: unknown, as the slow path says
+                slot = UNKNOWN
+            else:
+                _, slot = self._r.leaf(ctx.elems + path_elems(path))
         if len(ctx.slots) < _MAX_CACHE:
             ctx.slots[key] = slot
         return slot
@@ -366,23 +418,32 @@ class StreamDecoder:
         val = upd.val
         which = val.WhichOneof("value")
         elems = ctx.elems + path_elems(upd.path)
-        if which in ("json_ietf_val", "json_val"):
-            try:
-                doc = json.loads(getattr(val, which))
-            except ValueError:
-                self._invalid(BAD_JSON, 1)
-                return
-            if isinstance(doc, dict | list):
-                out: list[tuple[tuple[Elem, ...], Any]] = []
-                flatten(elems, doc, self._profile.list_keys, out)
-                for sub, leaf_value in out:
-                    self._resolve_store(sub, leaf_value)
-                if self._empty_families and isinstance(doc, dict):
-                    self._empty_members(elems, doc)
-                return
-            self._resolve_store(elems, doc)
+        try:
+            if which in ("json_ietf_val", "json_val"):
+                self._json(elems, getattr(val, which))
+            else:
+                self._resolve_store(elems, scalar(val, which))
+        except Bad as bad:  # the whole update is skipped: a value out of bounds, or JSON too deep
+            self._invalid(bad.args[0], 1)
+
+    def _json(self, elems: tuple[Elem, ...], text: bytes) -> None:
+        if len(text) > self._max:
+            raise Bad(OVERSIZE)
+        try:
+            doc = json.loads(text)
+        except RecursionError:  # nested past the interpreter's recursion limit (~1000)
+            raise Bad(TOO_DEEP) from None
+        except ValueError:  # also a number of more than 4300 digits, and bytes that are not UTF-8
+            raise Bad(BAD_JSON) from None
+        if isinstance(doc, dict | list):
+            out: list[tuple[tuple[Elem, ...], Any]] = []
+            flatten(elems, doc, self._profile.list_keys, out)  # raises TOO_DEEP before storing any
+            for sub, leaf_value in out:
+                self._resolve_store(sub, leaf_value)
+            if self._empty_families and isinstance(doc, dict):
+                self._empty_members(elems, doc)
             return
-        self._resolve_store(elems, scalar(val, which))
+        self._resolve_store(elems, doc)
 
     def _resolve_store(self, elems: tuple[Elem, ...], value: Any) -> None:
         port, slot = self._r.leaf(elems)
@@ -402,6 +463,8 @@ class StreamDecoder:
                 if kind is Kind.IGNORE:
                     if leaf is UNKNOWN:
                         raise Bad(UNKNOWN_PATH)
+                    if leaf is MALFORMED_PATH:
+                        raise Bad(MALFORMED)
                     self.ignored += 1
                     return
                 if kind is Kind.COUNTER or kind is Kind.TIMETICKS:
@@ -418,7 +481,10 @@ class StreamDecoder:
                     self._row(port)
                     self._speed_seen.add(port)
                 elif kind is Kind.DATETIME:
-                    self._row(port)[leaf.index] = datetime_ns(value)
+                    number = datetime_ns(value) * leaf.scale
+                    if number > U64_MAX:
+                        raise Bad(OUT_OF_RANGE)
+                    self._row(port)[leaf.index] = number
                 else:
                     self._lldp_set(port, leaf, to_text(value))
         except Bad as bad:
@@ -450,15 +516,25 @@ class StreamDecoder:
             fam, port, rest = found
             slots = self._r.shapes.setdefault((fam.name, tuple(rest)), {})
             ctx = _Prefix(elems, port, slots)
-        if len(self._prefixes) >= _MAX_CACHE:
-            self._prefixes.clear()
-        self._prefixes[raw] = ctx
+        if len(raw) <= _MAX_KEY:
+            if len(self._prefixes) >= _MAX_CACHE:
+                self._prefixes.clear()
+            self._prefixes[raw] = ctx
         return ctx
 
     # -- LLDP -------------------------------------------------------------------------------
 
     def _lldp_set(self, port: str, leaf: Leaf, text: str) -> None:
-        self._state(port).lldp.setdefault(leaf.neighbor, {})[leaf.field] = text
+        nid = leaf.neighbor
+        if len(nid) > MAX_TEXT:
+            raise Bad(TOO_LONG)
+        table = self._state(port).lldp
+        entry = table.get(nid)
+        if entry is None:
+            if len(table) >= MAX_NEIGHBORS:  # a switch naming neighbours without end grows no table
+                raise Bad(TOO_MANY)
+            entry = table[nid] = {}
+        entry[leaf.field] = text
         self._lldp_dirty.add(port)
         self._lldp_seen.add(port)
 

@@ -6,7 +6,9 @@
   live in a private descriptor pool: nothing collides with pygnmi's ``gnmi_pb2``.
 * TypedValue → Python (:func:`scalar`), then the checks of each leaf kind (:func:`to_uint`,
   :func:`to_status`, :func:`to_speed`, :func:`to_text`), which raise :class:`Bad` with one of
-  the invalid kinds below.
+  the invalid kinds below. Every value a switch sends is checked against a bound (the ``MAX_*``
+  below) before any arithmetic on it: a switch is an untrusted peer, and ``10**precision`` or
+  ``int()`` of a long digit string costs what the sender chooses.
 * :func:`flatten`: a JSON value (RFC 7951 containers and lists, SONiC's wildcard tables) as
   (leaf path, scalar) pairs.
 * The decoder's state: :class:`PortState` (what a port's readings carry) and :class:`Resolver`
@@ -34,9 +36,28 @@ BAD_ENUM = "bad_enum"  # an oper-status or speed the profile cannot read
 BAD_JSON = "bad_json"
 MALFORMED = "malformed"  # bytes that do not parse as a gNMI message
 OVERSIZE = "oversize"  # a response above the configured maximum
+TOO_LONG = "too_long"  # a string above MAX_TEXT characters (a value, or an LLDP neighbour id)
+TOO_DEEP = "too_deep"  # a JSON value nested deeper than MAX_DEPTH
+TOO_MANY = "too_many"  # an LLDP neighbour beyond MAX_NEIGHBORS on one port
+DECODE_ERROR = "decode_error"  # a message the decoder failed on (a bug): skipped, the stream goes on
+
+#: Decimal64.precision is a uint32 the switch chooses; ``10**precision`` is arithmetic on it.
+#: Its ``digits`` is an int64 (at most 19 digits), so any precision above 19 is |value| < 1; 30
+#: leaves room for zero or a fraction sent with extra precision at a cost of nothing.
+MAX_PRECISION = 30
+#: Decimal digits of an unsigned counter (uint64: 2^64 - 1 has 20), leading zeros aside.
+MAX_DIGITS = 20
+#: Characters of one string value: 8x the longest LLDP TLV string (511 octets, IEEE 802.1AB 8.5).
+MAX_TEXT = 4096
+#: Nesting of a json/json_ietf value: OpenConfig's deepest counter leaf is ~10 below its path.
+MAX_DEPTH = 64
+#: LLDP remote-table entries of one port (a port has one neighbour, a shared segment a few).
+MAX_NEIGHBORS = 128
+#: A speed in bits/s (the bigint column of port_counters).
+MAX_SPEED = (1 << 63) - 1
 
 _DOWN = frozenset({"DOWN", "LOWER_LAYER_DOWN", "DORMANT", "NOT_PRESENT", "TESTING", "UNKNOWN"})
-_SPEED = re.compile(r"SPEED_(\d+)(MB|GB)")
+_SPEED = re.compile(r"SPEED_([0-9]{1,12})(MB|GB)")  # ASCII digits, bounded: no int() of 4301 digits
 _UNIT = {"MB": 10**6, "GB": 10**9}
 
 
@@ -99,8 +120,24 @@ def scalar(val: Any, which: str | None) -> Any:
         return getattr(val, which)
     if which == "decimal_val":
         d = val.decimal_val
-        return d.digits if d.precision == 0 else d.digits / 10**d.precision
+        return decimal(d.digits, d.precision)
     return _WRONG
+
+
+def decimal(digits: int, precision: int) -> int | float:
+    """A Decimal64 as an int when it is whole, else a float; the precision bounded first."""
+    if precision == 0:
+        return digits
+    if precision > MAX_PRECISION:  # before 10**precision: a uint32 exponent is minutes of CPU
+        raise Bad(OUT_OF_RANGE)
+    scale: int = 10**precision
+    whole, rest = divmod(digits, scale)
+    if rest == 0:
+        return whole  # exact, where digits / scale would round a 19-digit counter
+    value = digits / scale
+    if value.is_integer():  # a fraction below a float's resolution: not a whole number all the same
+        raise Bad(NOT_A_NUMBER)
+    return value
 
 
 _DIGITS = re.compile(r"\+?[0-9]+")
@@ -115,8 +152,14 @@ def to_uint(value: Any) -> int:
             raise Bad(OUT_OF_RANGE)
         return int(value)
     if t is str:
+        if len(value) > MAX_TEXT:
+            raise Bad(TOO_LONG)
         text = value.strip()
         if _DIGITS.fullmatch(text):
+            if len(text) > MAX_DIGITS:  # before int(): its cost grows with the digits (and it raises past 4300)
+                text = text.lstrip("+").lstrip("0") or "0"
+                if len(text) > MAX_DIGITS:
+                    raise Bad(OUT_OF_RANGE)
             return to_uint(int(text))
         if text.startswith("-") and _DIGITS.fullmatch(text[1:]):
             raise Bad(NEGATIVE)
@@ -133,6 +176,8 @@ def to_status(value: Any) -> bool:
         return bool(value)
     if value.__class__ is not str:
         raise Bad(WRONG_TYPE)
+    if len(value) > MAX_TEXT:
+        raise Bad(TOO_LONG)
     word = strip_module(value).strip().upper()
     if word == "UP":
         return True
@@ -143,22 +188,31 @@ def to_status(value: Any) -> bool:
 
 def to_speed(value: Any, scale: int) -> int | None:
     if value.__class__ is str:
+        if len(value) > MAX_TEXT:
+            raise Bad(TOO_LONG)
         word = strip_module(value).strip().upper()
         match = _SPEED.fullmatch(word)
         if match:
-            return int(match.group(1)) * _UNIT[match.group(2)]
-        if word == "SPEED_UNKNOWN":
+            speed = int(match.group(1)) * _UNIT[match.group(2)]
+        elif word == "SPEED_UNKNOWN":
             return None
-        if not _DIGITS.fullmatch(word):
+        elif not _DIGITS.fullmatch(word):
             raise Bad(BAD_ENUM)
-    return to_uint(value) * scale
+        else:
+            speed = to_uint(value) * scale
+    else:
+        speed = to_uint(value) * scale
+    if speed > MAX_SPEED:
+        raise Bad(OUT_OF_RANGE)
+    return speed
 
 
 def to_text(value: Any) -> str:
-    if value.__class__ is str:
-        return str(value)
-    if value.__class__ in (int, float):
-        return str(value)
+    if value.__class__ in (str, int, float):
+        text = str(value)  # a JSON int has at most 4300 digits (json.loads refuses more)
+        if len(text) > MAX_TEXT:
+            raise Bad(TOO_LONG)
+        return text
     raise Bad(WRONG_TYPE)
 
 
@@ -168,19 +222,25 @@ def flatten(elems: tuple[Elem, ...], doc: Any, list_keys: Any, out: list[tuple[t
     Objects nest containers (RFC 7951; module prefixes stripped), arrays of objects are YANG
     list entries keyed by ``list_keys``. A path with a wildcard element name carries its JSON
     rooted at that element (SONiC's virtual paths: ``COUNTERS/Ethernet*`` answers
-    ``{"Ethernet0": {...}}``).
+    ``{"Ethernet0": {...}}``). Raises :class:`Bad` (TOO_DEEP) for objects nested deeper than
+    :data:`MAX_DEPTH`; ``out`` then holds a part of the pairs.
     """
     for i, (name, _) in enumerate(elems):
         if "*" in name:
             elems = elems[:i]
             break
-    _walk(elems, doc, list_keys, out)
+    _walk(elems, doc, list_keys, out, 0)
 
 
-def _walk(elems: tuple[Elem, ...], doc: Any, list_keys: Any, out: list[tuple[tuple[Elem, ...], Any]]) -> None:
+def _walk(
+    elems: tuple[Elem, ...], doc: Any, list_keys: Any, out: list[tuple[tuple[Elem, ...], Any]], depth: int
+) -> None:
     if not isinstance(doc, dict):
         out.append((elems, doc))
         return
+    if depth >= MAX_DEPTH:
+        raise Bad(TOO_DEEP)
+    depth += 1
     for key, value in doc.items():
         name = strip_module(key)
         keynames = list_keys.get(name)
@@ -189,15 +249,16 @@ def _walk(elems: tuple[Elem, ...], doc: Any, list_keys: Any, out: list[tuple[tup
                 plain = {strip_module(k): v for k, v in entry.items()}
                 keys = tuple(sorted((k, str(plain[k])) for k in keynames if k in plain))
                 rest = {k: v for k, v in entry.items() if strip_module(k) not in keynames}
-                _walk((*elems, (name, keys)), rest, list_keys, out)
+                _walk((*elems, (name, keys)), rest, list_keys, out, depth)
         else:
-            _walk((*elems, (name, ())), value, list_keys, out)
+            _walk((*elems, (name, ())), value, list_keys, out, depth)
 
 
 # --- decoder building blocks -----------------------------------------------------------------
 
 MAX_CACHE = 500_000
 UNKNOWN = Leaf(Kind.IGNORE, field="<unknown>")  # the cached marker of an unknown path
+MALFORMED_PATH = Leaf(Kind.IGNORE, field="<malformed>")  # the cached marker of path bytes protobuf refuses
 
 
 class PortState:
@@ -253,8 +314,14 @@ def lldp_neighbor(entry: dict[str, str]) -> LldpNeighborReading:
 
 
 def neighbor_order(nid: str) -> tuple[int, str]:
-    """Sort key of neighbour ids: numeric ids in numeric order first."""
-    return (int(nid), "") if nid.isdigit() else (1 << 62, nid)
+    """Sort key of neighbour ids: numeric ids (ASCII, up to 18 digits) in numeric order first.
+
+    Total on any string: ``'²'.isdigit()`` is true and ``int('²')`` raises; ``int()`` of more
+    than 4300 digits raises too (issue 28: either disabled the stream for good).
+    """
+    if len(nid) <= 18 and nid.isascii() and nid.isdigit():
+        return (int(nid), "")
+    return (1 << 62, nid)
 
 
 def pfc_row(values: list[int | None], last: list[int | None]) -> tuple[int, ...] | None:

@@ -58,11 +58,14 @@ class CollectorMetrics(Collector):
             "fabricmon_collector_state_writes_deferred",
             "housekeeping rounds the database could not take (all kept)", p.stats.state_writes_deferred,
         )  # fmt: skip
+        # reason: collector/gnmi_values.py's kinds (out_of_range, too_long, too_deep, malformed, ...)
+        # and the SNMP collector's
         invalid = CounterMetricFamily(
-            "fabricmon_collector_invalid_values", "values skipped as malformed", labels=["kind"]
-        )
-        for kind, n in sorted(p.stats.invalid.items()):
-            invalid.add_metric([kind], n)
+            "fabricmon_collector_invalid_values", "values a switch sent that were skipped as malformed",
+            labels=["reason"],
+        )  # fmt: skip
+        for reason, n in sorted(p.stats.invalid.items()):
+            invalid.add_metric([reason], n)
         yield invalid
         t = p.tracker.stats
         # Not ``..._counter_resets``: promtool's lint refuses a counter whose name holds its type.

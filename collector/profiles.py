@@ -154,7 +154,8 @@ class LeafSpec:
             prio = self.priority
             if prio is None:
                 text = caps.get("priority", "")
-                prio = int(text) if text.isdigit() else -1
+                # ASCII digits only: '²'.isdigit() is true and int('²') raises (issue 28)
+                prio = int(text) if len(text) <= 3 and text.isascii() and text.isdigit() else -1
             if not 0 <= prio < PFC_PRIORITIES:
                 return None
             return Leaf(Kind.COUNTER, (PFC_RX if self.field == "pfc_rx" else PFC_TX) + prio)
