@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from analyzer.engine import Status
 from analyzer.findings import SEVERITY_ORDER, Finding, Scope
 from analyzer.pfc import pause_ratio
 from analyzer.service import collect_interval
@@ -79,6 +80,18 @@ class Verdict:
     by_cell: dict[tuple[int, int], list[Finding]]
     rail_pfc: dict[int, float] = field(default_factory=dict)
     memo: dict[str, Any] = field(default_factory=dict)
+    #: ``rule|key`` of each finding an incident holds → the worst severity of those incidents.
+    held: dict[str, str] = field(default_factory=dict)
+
+    def status(self, findings: list[Finding]) -> Status:
+        """A place's status: the worst severity of the sent incidents holding its findings.
+
+        One severity everywhere: a finding no incident holds (pending confirmation, or judged a
+        symptom of nothing) colours nothing, and a finding takes its incident's severity, so a
+        rail shows what the health verdict and the alerts say about it."""
+        worst = max((SEVERITY_ORDER[self.held[m]] for f in findings if (m := f"{f.rule}|{f.key}") in self.held),
+                    default=0)  # fmt: skip
+        return "critical" if worst >= 2 else "degraded" if worst >= 1 else "healthy"
 
     def memoized(self, key: str, build: Callable[[], T]) -> T:
         """``build()`` once per verdict."""
@@ -142,7 +155,20 @@ def index(time_: datetime, report: dict[str, Any]) -> Verdict:
             by_rail[r].append(f)
             for g in f.scope.groups:
                 by_cell[(r, g)].append(f)
-    return Verdict(time_, report, findings, dict(by_switch), dict(by_rail), dict(by_cell))
+    return Verdict(time_, report, findings, dict(by_switch), dict(by_rail), dict(by_cell), held=held_severity(report))
+
+
+def held_severity(report: dict[str, Any]) -> dict[str, str]:
+    """``rule|key`` → the worst severity of the sent (not pending) incidents that hold that finding."""
+    out: dict[str, str] = {}
+    for inc in report.get("incidents", []):
+        severity = str(inc.get("severity"))
+        if inc.get("pending") or severity not in SEVERITY_ORDER:
+            continue
+        for member in inc.get("members", ()):
+            if SEVERITY_ORDER[severity] > SEVERITY_ORDER.get(out.get(str(member), "info"), 0):
+                out[str(member)] = severity
+    return out
 
 
 class ReportCache:

@@ -1,8 +1,9 @@
 """Rail symmetry and oversubscription: ``/v1/rails`` and ``/v1/oversubscription``.
 
 Both come from the latest verdict. ``/v1/rails`` adds what the heat map needs: each rail's status
-(the worst finding touching it) and, per aggregation group, the status of that rail's slice of
-the group (findings whose blast radius holds both the rail and the group). Its body depends on
+(the worst severity of the sent incidents holding its findings: one severity, as the health
+verdict's) and, per aggregation group, the status of that rail's slice of the group (findings
+whose blast radius holds both the rail and the group). Its body depends on
 the verdict only, so it is rendered once per evaluation. ``/v1/oversubscription`` pages every
 leaf and spine's ratio from the series the analyzer stored with that verdict.
 """
@@ -13,7 +14,6 @@ from typing import Any
 
 from aiohttp import web
 
-from analyzer.engine import status_of
 from api.cache import Verdict
 from api.inputs import OversubscriptionQuery
 from api.routes.base import CONFIG, FABRIC, POOL, Endpoint, cached_json, parse_query, respond, verdict_of
@@ -61,7 +61,7 @@ def render_rails(verdict: Verdict, fabric: Fabric, load_min_gbps: float) -> Rail
             here = verdict.by_cell.get((rail, g), [])
             cells.append(
                 RailGroupOut(
-                    group=g, status=status_of(here), findings=len(here), summaries=[f.summary for f in here[:5]]
+                    group=g, status=verdict.status(here), findings=len(here), summaries=[f.summary for f in here[:5]]
                 )
             )
         dg = float(r.get("design_gbps", design.get(rail, 0.0)))
@@ -69,7 +69,7 @@ def render_rails(verdict: Verdict, fabric: Fabric, load_min_gbps: float) -> Rail
         rails.append(
             RailOut(
                 rail=rail,
-                status=status_of(found),
+                status=verdict.status(found),
                 design_gbps=dg,
                 live_gbps=_round(live, 1),
                 capacity_fraction=_round(float(live) / dg) if live is not None and dg > 0 else None,

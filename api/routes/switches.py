@@ -19,7 +19,6 @@ from typing import Any
 
 from aiohttp import web
 
-from analyzer.engine import status_of
 from api.inputs import Limit, PageQuery, SwitchesQuery, SwitchPath
 from api.live import NEWEST_SQL
 from api.routes.base import (
@@ -118,7 +117,7 @@ def _switch(request: web.Request, r: Record) -> SwitchOut:
         rail=r["rail"],
         plane=r["plane"],
         known=r["known"],
-        status=status_of(found) if verdict is not None else None,
+        status=verdict.status(found) if verdict is not None else None,
         findings=len(found),
         reachability=reach,
         last_sample_at=r["last_sample"],

@@ -99,13 +99,22 @@ async def test_health_is_the_stored_verdict(client: Client, seeded: Seeded) -> N
     assert h["updated_at"].startswith(seeded.evaluated_at.strftime("%Y-%m-%dT%H:%M:%S"))
 
 
-async def test_switches_list_filters_and_pages(client: Client) -> None:
+def incident_severity(report: dict[str, Any], member: str) -> str:
+    """The severity of the sent incident holding finding ``rule|key``."""
+    (severity,) = {i["severity"] for i in report["incidents"] if not i["pending"] and member in i["members"]}
+    return str(severity)
+
+
+async def test_switches_list_filters_and_pages(client: Client, seeded: Seeded) -> None:
     body = await get_json(client, "/v1/switches?limit=500")
     assert body["total"] == len(FABRIC.switches) == len(body["items"])
     by_name = {s["name"]: s for s in body["items"]}
     down = by_name[DOWN_LEAF]
     assert down["role"] == "leaf" and down["group"] == 2 and down["rail"] == 3
-    assert down["status"] == "critical" and down["findings"] >= 3
+    # one severity: the leaf shows its incident's (a lost uplink, observed: a warning), not the
+    # critical of the link_outage finding that incident holds
+    assert incident_severity(seeded.report, f"oversubscription_drift|{DOWN_LEAF}") == "warning"
+    assert down["status"] == "degraded" and down["findings"] >= 3
     assert down["reachability"]["state"] == "connected" and down["last_sample_at"] is not None
     assert (down["ports_up"], down["ports_reporting"], down["ports_total"]) == (31, 32, 32)
     assert by_name["lf-g1-r1"]["status"] == "healthy" and by_name["lf-g1-r1"]["ports_up"] == 32
@@ -145,15 +154,16 @@ async def test_ports_show_the_downed_uplink_and_the_storm(client: Client) -> Non
     await problem(client, "GET", "/v1/switches/%FF%FE/ports", 400)  # not UTF-8
 
 
-async def test_rails_heat_map_and_asymmetry(client: Client) -> None:
+async def test_rails_heat_map_and_asymmetry(client: Client, seeded: Seeded) -> None:
     body = await get_json(client, "/v1/rails")
     assert body["groups"] == [1, 2, 3, 4] and [r["rail"] for r in body["rails"]] == list(range(1, 9))
     rails = {r["rail"]: r for r in body["rails"]}
     r3 = rails[3]
-    assert r3["status"] == "critical" and r3["bottleneck"] == DOWN_LEAF
+    assert incident_severity(seeded.report, "rail_capacity_asymmetry|rail-3") == "warning"
+    assert r3["status"] == "degraded" and r3["bottleneck"] == DOWN_LEAF  # its incident's severity
     assert r3["bottleneck_fraction"] == pytest.approx(15 / 16, abs=1e-3)
     cells = {c["group"]: c for c in r3["groups"]}
-    assert cells[2]["status"] == "critical" and cells[1]["status"] == "healthy" and cells[2]["summaries"]
+    assert cells[2]["status"] == "degraded" and cells[1]["status"] == "healthy" and cells[2]["summaries"]
     assert rails[5]["pfc_pause_ratio"] > 0 and rails[1]["pfc_pause_ratio"] == 0
     assert rails[1]["status"] == "healthy" and rails[1]["capacity_fraction"] == 1.0
     assert body["asymmetry"]["worst_rail"] == 3 and body["asymmetry"]["spread"] == pytest.approx(1 / 16, abs=1e-3)
