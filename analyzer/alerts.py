@@ -12,8 +12,10 @@ holding the firing alerts' row locks (so two analyzers take turns):
   scope follow the latest evaluation. Severity, action and action hosts only ever rise while it is
   open (a drain recommended is not withdrawn until the incident resolves), except that the
   circuit breaker always wins: once it withholds a drain, the action is ``observe`` with
-  ``needs_review``. No delivery, except on **escalation**: the severity or the action rises
-  above what receivers were told, review becomes needed, or a drain gains hosts. One more
+  ``needs_review``. ``maintenance`` follows the latest evaluation (an incident inside a window
+  is observed; one that outlasts its window is acted on, and that is an escalation). No
+  delivery, except on **escalation**: the severity or the action rises above what receivers were
+  told, review becomes needed, or a drain gains hosts. One more
   ``alert.firing`` then carries the new state (same alert id). A change of root or symptoms
   without escalation is recorded in the timeline (``incident_events``) and sent to nobody;
 * a firing incident absent for at least ``hold_down_s`` since ``last_seen_at`` **resolves** with
@@ -278,6 +280,7 @@ def _fields(inc: Incident, stored: Any = None) -> dict[str, Any]:
                 **inc.root.details,
                 "reason": inc.reason,
                 "efficiency_loss": inc.efficiency_loss,
+                **({"maintenance_windows": list(inc.windows)} if inc.maintenance else {}),
                 **memory_details(inc, json_object(stored)),
             }
         ),
@@ -291,9 +294,9 @@ async def _fire(conn: Connection, inc: Incident, now: datetime) -> AlertRow | No
     rec = await conn.fetchrow(
         """INSERT INTO alerts (fingerprint, rule, severity, state, summary, scope, details, started_at,
                                last_seen_at, recommended_action, notified_severity, notified_action,
-                               root_cause, symptoms, needs_review, action_hosts, reason)
+                               root_cause, symptoms, needs_review, action_hosts, reason, maintenance)
            VALUES ($1, $2, $3, 'firing', $4, $5::jsonb, $6::jsonb, $7, $7, $8, $3, $8,
-                   $9::jsonb, $10::jsonb, $11, $12::text[], $13)
+                   $9::jsonb, $10::jsonb, $11, $12::text[], $13, $14)
            ON CONFLICT (fingerprint) WHERE state = 'firing' DO NOTHING
            RETURNING *""",
         inc.fingerprint,
@@ -309,6 +312,7 @@ async def _fire(conn: Connection, inc: Incident, now: datetime) -> AlertRow | No
         inc.needs_review,
         list(inc.action_hosts),
         inc.reason,
+        inc.maintenance,
     )
     if rec is None:
         return None
@@ -325,7 +329,7 @@ async def _update(
     if not present:
         return []
     keys = ("id", "rule", "sev", "action", "hosts", "review", "reason", "nsev", "nact", "summary", "scope",
-            "details", "root", "symptoms")  # fmt: skip
+            "details", "root", "symptoms", "maint")  # fmt: skip
     cols: dict[str, list[Any]] = {k: [] for k in keys}
     events: dict[int, str] = {}
     for rec, inc in present:
@@ -367,6 +371,7 @@ async def _update(
             ("details", f["details"]),
             ("root", f["root_cause"]),
             ("symptoms", f["symptoms"]),
+            ("maint", inc.maintenance),
         ):
             cols[key].append(value)
     rows = await conn.fetch(
@@ -375,14 +380,18 @@ async def _update(
                   action_hosts = ARRAY(SELECT jsonb_array_elements_text(u.hosts::jsonb)),
                   needs_review = u.review, reason = u.reason, notified_severity = u.nsev,
                   notified_action = u.nact, summary = u.summary, scope = u.scope::jsonb,
-                  details = u.details::jsonb, root_cause = u.root::jsonb, symptoms = u.symptoms::jsonb
+                  details = u.details::jsonb, root_cause = u.root::jsonb, symptoms = u.symptoms::jsonb,
+                  maintenance = u.maint
            FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[],
-                       $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[])
-                AS u(id, rule, sev, action, hosts, review, reason, nsev, nact, summary, scope, details, root, symptoms)
+                       $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                       $16::boolean[])
+                AS u(id, rule, sev, action, hosts, review, reason, nsev, nact, summary, scope, details, root, symptoms,
+                     maint)
            WHERE a.id = u.id AND a.state = 'firing'
            RETURNING a.*""",
-        *cols.values(),
+        *list(cols.values())[:-1],
         now,
+        cols["maint"],
     )
     return [(AlertRow.from_record(r), events[r["id"]]) for r in rows if r["id"] in events]
 

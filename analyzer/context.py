@@ -19,6 +19,7 @@ from fabric.model import Fabric
 from store.db import Connection
 
 if TYPE_CHECKING:  # the checks' own result types; they import this module
+    from analyzer.coverage import Coverage
     from analyzer.flaps import FlapWindow
     from analyzer.oversubscription import Ratio
     from analyzer.rails import RailCapacity
@@ -59,6 +60,9 @@ class CheckContext:
     window_s: float
     #: What the checks computed on the way (typed: no string keys between modules).
     results: RoundResults = field(default_factory=RoundResults)
+    #: The maintenance windows in force or just ended (analyzer.coverage): link events, outages
+    #: and error counts inside one, on a place it covers, are not judged. None: no windows.
+    maintenance: Coverage | None = None
 
     @property
     def since(self) -> datetime:

@@ -16,6 +16,7 @@ from typing import Literal
 from analyzer.cabling import check_cabling
 from analyzer.config import AnalyzerConfig
 from analyzer.context import Check, CheckContext, RoundResults
+from analyzer.coverage import Coverage
 from analyzer.findings import SEVERITY_ORDER, Finding
 from analyzer.oversubscription import check_oversubscription
 from analyzer.pfc import check_pfc_storms
@@ -79,10 +80,25 @@ class Evaluation:
         return [f for fs in self.findings.values() for f in fs]
 
 
-def context_for(fabric: Fabric, config: AnalyzerConfig, now: datetime, collect_interval_s: float) -> CheckContext:
-    """The evaluation context: the window spans a few sampling intervals (at least two samples)."""
+def context_for(
+    fabric: Fabric,
+    config: AnalyzerConfig,
+    now: datetime,
+    collect_interval_s: float,
+    maintenance: Coverage | None = None,
+) -> CheckContext:
+    """The evaluation context: the window spans a few sampling intervals (at least two samples);
+    ``maintenance``: the windows whose covered evidence the checks leave out."""
     window = max(config.window_intervals * collect_interval_s, 2.5 * collect_interval_s)
-    return CheckContext(fabric, config.thresholds, now, collect_interval_s=collect_interval_s, window_s=window)
+    return CheckContext(
+        fabric, config.thresholds, now, collect_interval_s=collect_interval_s, window_s=window, maintenance=maintenance
+    )
+
+
+def lookback_s(config: AnalyzerConfig, collect_interval_s: float) -> float:
+    """How far back any check reads evidence (the flap window, or the rate window when longer):
+    maintenance windows that ended within it still matter."""
+    return max(config.thresholds.flap_window_s, config.window_intervals * collect_interval_s, 2.5 * collect_interval_s)
 
 
 async def evaluate(conn: Connection, ctx: CheckContext) -> Evaluation:

@@ -13,6 +13,8 @@ even in a flap storm, so the work is in Python.
   as the sampling), those links become one finding for the switch instead of one per link. A
   switch whose correlated links are all among another's is that one's victim (a leaf's parallel
   uplinks to a failing spine); the same cables flagged at both ends go to the lower tier.
+
+Events inside a maintenance window on their link (:mod:`analyzer.coverage`) are left out.
 """
 
 from __future__ import annotations
@@ -155,6 +157,8 @@ async def read_flaps(conn: Connection, ctx: CheckContext) -> FlapWindow:
     th = ctx.thresholds
     rows = await conn.fetch(_SQL, ctx.now - timedelta(seconds=th.flap_window_s), ctx.now)
     events: list[FlapEvent] = [(r["switch"], r["port"], r["time"], int(r["n"])) for r in rows]
+    if (cover := ctx.maintenance) is not None and cover:  # a planned reboot's transitions are no flaps
+        events = [e for e in events if not cover.event_covered(e[0], e[1], e[2])]
     spread = max(th.switch_flap_spread_s, ctx.collect_interval_s)
     bursts = switch_bursts(ctx.fabric, events, spread, th.switch_flap_min_ports, th.switch_flap_port_share)
     window = FlapWindow(events, tally_flaps(ctx.fabric, events), bursts, spread)

@@ -130,6 +130,11 @@ class Incident:
     #: The links it holds, by naming end (``SWITCH:PORT``): what a firing switch incident is
     #: remembered by (:func:`held_links`).
     links: tuple[str, ...] = ()
+    #: Its root cause is on a place inside a maintenance window in force (:mod:`analyzer.coverage`):
+    #: action observe, whatever the action table says.
+    maintenance: bool = False
+    #: The ids of those windows.
+    windows: tuple[int, ...] = ()
 
     @property
     def fingerprint(self) -> str:
@@ -755,5 +760,6 @@ def hold_unconfirmed(
 
 
 def with_decision(incident: Incident, **changes: Any) -> Incident:
-    """``incident`` with its decision fields set (severity, action, hosts, review, pending, reason)."""
+    """``incident`` with its decision fields set (severity, action, hosts, review, pending, reason,
+    maintenance)."""
     return replace(incident, **changes)

@@ -8,6 +8,9 @@ ports went down (the first non-up sample after their last up one, found through 
 Outages of links that a correlated flap burst puts on one switch (:func:`analyzer.flaps.read_flaps`:
 a reboot, a line card) are one finding for that switch, keyed by its name, instead of one per
 link: a rebooting leaf is one alert, not 64.
+
+A completed outage that began or ended inside a maintenance window on its link
+(:mod:`analyzer.coverage`) is left out; a link down now is judged whatever its window said.
 """
 
 from __future__ import annotations
@@ -121,6 +124,8 @@ async def check_outages(conn: Connection, ctx: CheckContext) -> list[Finding]:
         downs = {(r["switch"], r["port"]): r["since"] or snap[(r["switch"], r["port"])].last_time for r in rows}
     start = ctx.now - timedelta(seconds=th.flap_window_s)
     ups = [(r["switch"], r["port"], r["time"], r["down_s"]) for r in await conn.fetch(_UPS_SQL, start, ctx.now)]
+    if (cover := ctx.maintenance) is not None and cover:  # a planned outage is not a fatal one afterwards
+        ups = [u for u in ups if not cover.span_covered(u[0], u[1], u[2] - timedelta(seconds=u[3]), u[2])]
     verdicts: list[Verdict] = []
     for end, lo in sorted(tally_outages(fabric, ups, downs).items()):
         seen = [snap[e].last_time for e in lo.down_since if e in snap]

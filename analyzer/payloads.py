@@ -9,11 +9,11 @@ milliseconds (``2026-11-30T12:00:00.000Z``).
     {"event": "alert.firing"|"alert.resolved",
      "alert": {id, fingerprint, rule, severity, state, summary, scope, details, started_at,
                ended_at, last_seen_at, acked_at, acked_by, root_cause, symptoms,
-               recommended_action, action_hosts, needs_review, reason},
+               recommended_action, action_hosts, needs_review, reason, maintenance},
      "affected": {switches, ports, rails, servers, gpus},
      "jobs": [{id, affected_hosts}],
      "recommended_action": "drain"|"checkpoint"|"observe",
-     "action_hosts": [...], "needs_review": bool}
+     "action_hosts": [...], "needs_review": bool, "maintenance": bool}
 
 An alert is an incident (SPEC §9.1): ``rule`` is its root cause's rule, ``symptoms`` the other
 findings it explains. ``recommended_action`` is the incident's action (rules in
@@ -21,7 +21,9 @@ findings it explains. ``recommended_action`` is the incident's action (rules in
 whose jobs to checkpoint); ``affected`` is the union blast radius. An ``alert.resolved`` carries
 the action the incident held, which is what to undo (resume the drained hosts). A second
 ``alert.firing`` for an ``alert.id`` already sent is an escalation (higher severity, stronger
-action, review needed, more hosts to drain); its delivery id is new.
+action, review needed, more hosts to drain); its delivery id is new. ``maintenance`` is true while
+the incident's root cause is inside a maintenance window (SPEC §10.4): its action is then
+``observe``, whatever the fault.
 
 ``format: alertmanager``: the Prometheus Alertmanager webhook body, version "4"
 (``notify/webhook`` ``Message``: ``template.Data`` plus ``version``, ``groupKey``,
@@ -29,10 +31,11 @@ action, review needed, more hosts to drain); its delivery id is new.
 every firing and on the resolve: ``alertname`` (the root rule), ``fingerprint``, and
 ``switch``, ``port``, ``rail``, ``group``, ``server`` when the scope holds exactly one of them.
 Annotations: ``summary``, ``description``, ``severity``, ``recommended_action``,
-``needs_review``, ``action_hosts``, ``root_cause``, ``symptoms``, ``alert_id``, ``gpus``,
-``jobs`` (comma-separated job ids, when any). ``endsAt`` is ``0001-01-01T00:00:00Z`` while
-firing. The group is the alert itself (``alertname`` and ``fingerprint``), so receivers that
-open one incident per ``groupKey`` open one per fabricmon incident.
+``needs_review``, ``maintenance`` (``"true"`` inside a window), ``action_hosts``, ``root_cause``,
+``symptoms``, ``alert_id``, ``gpus``, ``jobs`` (comma-separated job ids, when any). ``endsAt``
+is ``0001-01-01T00:00:00Z`` while firing. The group is the alert itself (``alertname`` and
+``fingerprint``), so receivers that open one incident per ``groupKey`` open one per fabricmon
+incident.
 
 Signing: ``X-Fabricmon-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>``
 where ``timestamp`` is ``X-Fabricmon-Timestamp`` (unix seconds of that attempt). A webhook
@@ -89,6 +92,8 @@ class AlertRow:
     reason: str | None = None
     #: The Alertmanager labels fixed when the incident opened (None: not yet fixed).
     labels: dict[str, str] | None = None
+    #: Its root cause is inside a maintenance window in force (action observe: SPEC §10.4).
+    maintenance: bool = False
 
     @classmethod
     def from_record(cls, rec: Mapping[str, Any]) -> AlertRow:
@@ -116,6 +121,7 @@ class AlertRow:
             labels={str(k): str(v) for k, v in json_object(labels).items()}
             if (labels := _get(rec, "labels", None)) is not None
             else None,
+            maintenance=bool(_get(rec, "maintenance", False)),
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -140,6 +146,7 @@ class AlertRow:
             "action_hosts": list(self.action_hosts),
             "needs_review": self.needs_review,
             "reason": self.reason,
+            "maintenance": self.maintenance,
         }
 
 
@@ -194,6 +201,7 @@ def fabricmon_body(event: Event, alert: AlertRow, jobs: Sequence[AffectedJob], a
             "recommended_action": action,
             "action_hosts": list(alert.action_hosts),
             "needs_review": alert.needs_review,
+            "maintenance": alert.maintenance,
         }
     )
 
@@ -275,6 +283,7 @@ def _annotations(alert: AlertRow, jobs: Sequence[AffectedJob], action: Action) -
         "recommended_action": action,
         "severity": alert.severity,
         "needs_review": "true" if alert.needs_review else "false",
+        "maintenance": "true" if alert.maintenance else "false",
         "alert_id": str(alert.id),
         "gpus": str(scope.get("gpus", 0)),
     }

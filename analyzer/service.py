@@ -2,7 +2,8 @@
 
 Each round: run every check over the latest window (one connection) and the SLOs, read what
 fabricmon itself can observe (collector heartbeats), correlate the findings into incidents and
-decide each one's action (analyzer.incidents, analyzer.actions), turn them into alert
+decide each one's action (analyzer.incidents, analyzer.actions; observe inside a maintenance
+window: analyzer.coverage), turn them into alert
 transitions (each with its webhook deliveries, in one transaction), then store the verdict of the
 open incidents with the jobs' health and the oversubscription series, and wake the webhook
 sender. A round that cannot reach the database is skipped and retried; alerts and deliveries
@@ -17,16 +18,18 @@ import logging
 import math
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alertmanager import AlertmanagerPusher
 from analyzer.alerts import SyncResult, firing_details, require_review, sync_alerts
-from analyzer.engine import Evaluation, context_for, evaluate
+from analyzer.coverage import coverage, mark
+from analyzer.engine import Evaluation, context_for, evaluate, lookback_s
 from analyzer.incidents import Incident, Observation, correlate, held_links, hold_unconfirmed, ongoing_storms
 from analyzer.jobs import Job, job_health, load_jobs
 from analyzer.leader import LeaderElection
+from analyzer.maintenance import windows_between
 from analyzer.objectives import Objective, evaluate_objectives
 from analyzer.observe import CollectionMemory, observe
 from analyzer.payloads import AlertRow, dumps
@@ -78,7 +81,10 @@ async def evaluate_round(
 
     ``memory`` and ``first_seen`` carry the service's state across rounds (collectors catching up,
     symptom-only incidents waiting for confirmation); a one-shot check has neither."""
-    ctx = context_for(fabric, config.analyzer, now, collect_interval(config))
+    interval = collect_interval(config)
+    since = now - timedelta(seconds=lookback_s(config.analyzer, interval))
+    cover = coverage(await windows_between(conn, since, now), fabric)
+    ctx = context_for(fabric, config.analyzer, now, interval, cover)
     ev = await evaluate(conn, ctx)
     objectives = await evaluate_objectives(
         conn, fabric, config.analyzer.slo, now, config.analyzer.thresholds.fatal_outage_s
@@ -88,7 +94,7 @@ async def evaluate_round(
     switch_links = config.analyzer.thresholds.switch_flap_min_ports
     firing = await firing_details(conn)
     found = correlate(ev.all_findings, fabric, observation, switch_links, ongoing_storms(firing), held_links(firing))
-    incidents = decide_all(found, fabric, policy)
+    incidents = mark(decide_all(found, fabric, policy), cover, now)
     if first_seen is not None:
         incidents = hold_unconfirmed(incidents, first_seen, now, confirm_s(config))
     return Round(ev, objectives, incidents, observation, policy.drain_limit(len(fabric.servers)))

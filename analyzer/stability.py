@@ -40,6 +40,8 @@ storms in :mod:`analyzer.pfc`. Semantics, where the spec is silent:
   FCS errors says so in ``details.discards_not_judged``. A *known* count of 0 packets with
   discards is a share of 1.0: the port discarded everything it got (a black hole), critical.
   Neither packets nor discards: no basis, ``None``.
+* **Maintenance**: error samples inside a maintenance window on the port's link are not
+  counted (:mod:`analyzer.coverage`): counters cleared, optics reseated during planned work.
 * **Freshness** (``stale_switch``, critical): an inventory switch with no ``port_counters``
   sample in the last ``stale_intervals x collect_interval_s`` (or never), or whose latest
   reachability state is neither ``connected`` nor a ``connecting`` younger than that (start-up
@@ -137,6 +139,10 @@ SELECT p.switch, p.port, max(p.time) AS last,
        sum(p.out_pps * p.interval_s) FILTER (WHERE p.out_discards_ps IS NOT NULL) AS out_pkts
 FROM port_counters p JOIN cand USING (switch, port)
 WHERE p.time > $1 AND p.time <= $2 AND NOT p.counter_reset AND p.interval_s > 0
+  -- not inside a maintenance window on the port's link (analyzer/coverage.py; usually none)
+  AND NOT EXISTS (
+      SELECT 1 FROM unnest($3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[]) AS m(switch, port, s, e)
+      WHERE m.switch = p.switch AND (m.port IS NULL OR m.port = p.port) AND p.time >= m.s AND p.time < m.e)
 GROUP BY p.switch, p.port
 """
 
@@ -145,7 +151,9 @@ async def check_errors(conn: Connection, ctx: CheckContext) -> list[Finding]:
     """``error_rate`` per port whose FCS error rate or discard share is over threshold in the window."""
     th, fabric = ctx.thresholds, ctx.fabric
     findings: list[Finding] = []
-    for r in await conn.fetch(_ERRORS_SQL, ctx.since, ctx.now):
+    cover = ctx.maintenance
+    excluded = cover.exclusions() if cover is not None and cover else ([], [], [], [])
+    for r in await conn.fetch(_ERRORS_SQL, ctx.since, ctx.now, *excluded):
         errors, err_s, in_disc, out_disc = (float(r[c] or 0.0) for c in ("errors", "err_s", "in_disc", "out_disc"))
         in_pkts, out_pkts = (None if r[c] is None else float(r[c]) for c in ("in_pkts", "out_pkts"))  # NULL: unknown
         fig = error_figures(errors, err_s, in_disc, in_pkts, out_disc, out_pkts)

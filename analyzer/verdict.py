@@ -54,6 +54,8 @@ class OpenIncident:
     members: frozenset[str]
     #: False when only the database still holds it open (its fault cleared, hold-down running).
     seen_now: bool
+    #: Its root cause is inside a maintenance window in force (action observe).
+    maintenance: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +76,7 @@ class OpenIncident:
             "rails": list(self.rails),
             "efficiency_loss": round(self.efficiency_loss, 4),
             "seen_now": self.seen_now,
+            "maintenance": self.maintenance,
         }
 
 
@@ -97,6 +100,7 @@ def from_incident(inc: Incident) -> OpenIncident:
         symptoms=len(inc.symptoms),
         members=frozenset(f"{f.rule}|{f.key}" for f in inc.findings),
         seen_now=True,
+        maintenance=inc.maintenance,
     )
 
 
@@ -124,6 +128,7 @@ def from_alert(row: AlertRow) -> OpenIncident:
             | {f"{s.get('rule')}|{s.get('key')}" for s in row.symptoms}
         ),
         seen_now=False,
+        maintenance=row.maintenance,
     )
 
 
@@ -150,6 +155,7 @@ def from_report(entry: Mapping[str, Any], findings: Mapping[str, Finding]) -> Op
         symptoms=int(entry.get("symptoms", 0)),
         members=members,
         seen_now=bool(entry.get("seen_now", True)),
+        maintenance=bool(entry.get("maintenance", False)),
     )
 
 

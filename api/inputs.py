@@ -128,6 +128,14 @@ class JobPath(Query):
     id: JobId
 
 
+class MaintenanceQuery(PageQuery):
+    active: bool | None = Field(None, description="true: only windows in force now; false: only the others")
+
+
+class WindowPath(Query):
+    id: Annotated[int, Field(ge=1, le=2**63 - 1), BeforeValidator(_whole)]
+
+
 Metric = Literal[
     "in_bps", "out_bps", "in_pps", "out_pps", "in_errors_ps", "out_errors_ps", "in_discards_ps",
     "out_discards_ps", "in_fcs_errors_ps", "speed_bps", "oper_up", "pfc_rx_pause_pps", "pfc_tx_pause_pps",

@@ -316,6 +316,9 @@ class AlertOut(Model):
     action_hosts: list[str] = Field(description="the hosts the action applies to (drain them, checkpoint their jobs)")
     needs_review: bool = Field(description="the circuit breaker withheld a drain: a person decides")
     reason: str | None = Field(description="why this action")
+    maintenance: bool = Field(
+        description="its root cause is inside a maintenance window in force: action observe (SPEC §10.4)"
+    )
 
 
 class AlertList(Page):
@@ -371,6 +374,28 @@ class IncidentOut(AlertOut):
 
     timeline: list[IncidentEventOut]
     deliveries: list[DeliveryOut] = []
+
+
+# --- maintenance ------------------------------------------------------------------------------
+
+
+class WindowOut(Model):
+    """A maintenance window (SPEC §10.4)."""
+
+    id: int
+    switches: list[str]
+    servers: list[str]
+    rails: list[int]
+    start: datetime
+    end: datetime
+    reason: str
+    source: str = Field(description="`api`, or `slurm:<reservation>` for a Slurm MAINT reservation")
+    created_at: datetime
+    active: bool = Field(description="in force now")
+
+
+class WindowList(Page):
+    items: list[WindowOut]
 
 
 # --- jobs -----------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ async def test_candidate_queries_use_the_partial_indexes(fresh_db: str) -> None:
             await conn.execute("SET enable_seqscan = off")
             plan = await _plan(conn, pfc._SQL, now - timedelta(seconds=40), now, 100.0)
             assert "pfc_counters_pausing" in plan, plan
-            plan = await _plan(conn, stability._ERRORS_SQL, now - timedelta(seconds=30), now)
+            plan = await _plan(conn, stability._ERRORS_SQL, now - timedelta(seconds=30), now, [], [], [], [])
             assert "port_counters_faulty" in plan, plan
     finally:
         await pool.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -114,7 +115,8 @@ def test_headers_signed_only_with_secret() -> None:
 
 def test_fabricmon_body() -> None:
     body = json.loads(fabricmon_body("alert.firing", alert(), JOBS, "drain"))
-    assert set(body) == {"event", "alert", "affected", "jobs", "recommended_action", "action_hosts", "needs_review"}
+    assert set(body) == {"event", "alert", "affected", "jobs", "recommended_action", "action_hosts", "needs_review",
+                         "maintenance"}  # fmt: skip
     assert body["event"] == "alert.firing" and body["recommended_action"] == "drain"
     a = body["alert"]
     for key in ("id", "fingerprint", "rule", "severity", "state", "summary", "scope", "started_at", "ended_at"):
@@ -211,3 +213,15 @@ def test_backoff() -> None:
             assert 0.8 * base <= backoff_s(attempts, 1.0, 300.0, rng) <= 1.2 * base
     assert all(backoff_s(n, 1.0, 300.0, rng) <= 300.0 for n in (9, 10, 100, 10_000))
     assert backoff_s(100, 1.0, 300.0, rng) >= 240.0
+
+
+def test_an_incident_inside_a_maintenance_window_says_so_in_every_format() -> None:
+    """SPEC §10.4: the ``fabricmon`` body (top level and alert) and the Alertmanager annotations."""
+    inside = dataclasses.replace(alert(), maintenance=True, recommended_action="observe")
+    body = json.loads(fabricmon_body("alert.firing", inside, [], "observe"))
+    assert body["maintenance"] is True and body["alert"]["maintenance"] is True
+    (item,) = json.loads(alertmanager_body("alert.firing", inside, [], "observe"))["alerts"]
+    assert item["annotations"]["maintenance"] == "true"
+    (item,) = json.loads(alertmanager_body("alert.firing", alert(), [], "drain"))["alerts"]
+    assert item["annotations"]["maintenance"] == "false"
+    assert json.loads(fabricmon_body("alert.firing", alert(), [], "drain"))["maintenance"] is False
