@@ -53,14 +53,15 @@ class DrillOptions:
     seed: int = 1
     interval_s: float = 2.0
     naming: str = "mixed"
-    #: How long one event may take to be reported, and then to resolve (0: 20 intervals, >= 45 s).
+    #: How long one event may take to be reported, and then to resolve (0: 12 intervals, >= 24 s:
+    #: the longest confirmation wait, a server link down 7 s, plus a sample and an evaluation, twice).
     event_timeout_s: float = 0.0
     #: Figure → bound (:mod:`drill.goals`).
     goals: tuple[tuple[str, float], ...] = tuple(DEFAULT_GOALS.items())
 
     @property
     def timeout_s(self) -> float:
-        return self.event_timeout_s or max(45.0, 20 * self.interval_s)
+        return self.event_timeout_s or max(24.0, 12 * self.interval_s)
 
 
 @dataclass(slots=True)
