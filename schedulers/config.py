@@ -50,6 +50,8 @@ class SlurmConfig(Section):
 
     #: Running jobs become fabricmon jobs, id ``slurm:<jobid>``; finished ones leave.
     discover_jobs: bool = True
+    #: Reservations with the MAINT flag are maintenance windows for their nodes (SPEC §10.4).
+    maintenance_windows: bool = True
     poll_s: float = Field(30.0, ge=1, le=3600)
     #: An incident whose action is drain drains its hosts; RESUME when it resolves.
     drain: bool = True

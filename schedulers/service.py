@@ -1,5 +1,6 @@
 """The schedulers a running analyzer drives: what each incident transition stores for them
-(:class:`~schedulers.outbox.Policy`), and the tasks that execute actions and discover jobs."""
+(:class:`~schedulers.outbox.Policy`), and the tasks that execute actions, discover jobs and read
+MAINT reservations as maintenance windows."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Collection
 from schedulers.config import SchedulersConfig
 from schedulers.discovery import SlurmDiscovery
 from schedulers.executor import SCHEDULER, OnWithheld, SlurmExecutor
+from schedulers.maintenance import SlurmMaintenance
 from schedulers.outbox import Policy
 from schedulers.slurm_rest import client_for
 from store.db import Pool
@@ -19,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class Schedulers:
-    """Slurm's executor and job discovery, when ``schedulers.slurm`` is configured."""
+    """Slurm's executor, job discovery and maintenance windows, when ``schedulers.slurm`` is configured."""
 
     def __init__(
         self, config: SchedulersConfig, servers: Collection[str], pool: Pool, on_withheld: OnWithheld | None = None
@@ -29,6 +31,7 @@ class Schedulers:
         self.policies: tuple[Policy, ...] = ()
         self.executor: SlurmExecutor | None = None
         self.discovery: SlurmDiscovery | None = None
+        self.maintenance: SlurmMaintenance | None = None
         if slurm is None:
             return
         self.policies = (Policy(SCHEDULER, drain=slurm.drain, checkpoint=slurm.checkpoint_signal is not None),)
@@ -36,6 +39,8 @@ class Schedulers:
         self.executor = SlurmExecutor(pool, slurm, client=client, on_withheld=on_withheld)
         if slurm.discover_jobs:
             self.discovery = SlurmDiscovery(pool, slurm, servers, client=client)
+        if slurm.maintenance_windows:
+            self.maintenance = SlurmMaintenance(pool, slurm, servers, client=client)
         if slurm.dry_run:
             log.warning("Slurm actions in dry run: fabricmon records what it would do and changes nothing in Slurm")
 
@@ -56,6 +61,8 @@ class Schedulers:
             tasks.append(asyncio.create_task(self.executor.run(), name="slurm-actions"))
         if self.discovery is not None:
             tasks.append(asyncio.create_task(self.discovery.run(), name="slurm-discovery"))
+        if self.maintenance is not None:
+            tasks.append(asyncio.create_task(self.maintenance.run(), name="slurm-maintenance"))
         if not tasks:
             return
         try:

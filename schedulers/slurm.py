@@ -23,9 +23,10 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -103,6 +104,22 @@ class SlurmNode:
 
 
 @dataclass(frozen=True, slots=True)
+class SlurmReservation:
+    """A reservation as ``scontrol show reservation`` (or slurmrestd) shows it."""
+
+    name: str
+    nodes: tuple[str, ...]
+    start: datetime
+    end: datetime
+    flags: frozenset[str]
+
+    @property
+    def maintenance(self) -> bool:
+        """Whether it carries the ``MAINT`` flag (planned work on its nodes)."""
+        return "MAINT" in self.flags
+
+
+@dataclass(frozen=True, slots=True)
 class Operation:
     """One change to make in Slurm: drain or resume nodes, or signal a job's batch step."""
 
@@ -119,6 +136,8 @@ class SlurmClient(Protocol):
     async def jobs(self, max_nodes: int = 1_000_000) -> list[SlurmJob]: ...
 
     async def nodes(self) -> dict[str, SlurmNode]: ...
+
+    async def reservations(self) -> list[SlurmReservation]: ...
 
     async def execute(self, op: Operation) -> None: ...
 
@@ -197,6 +216,66 @@ def parse_nodes(doc: Any) -> dict[str, SlurmNode]:
     return out
 
 
+#: A reservation without an end (``Duration=UNLIMITED``) lasts this long from its start.
+OPEN_ENDED = timedelta(days=3650)
+_FIELD = re.compile(r"(?:^|\s)([A-Za-z]+)=(.*?)(?=\s[A-Za-z]+=|$)")
+
+
+def _slurm_time(text: str) -> datetime | None:
+    """A time ``scontrol`` printed under ``TZ=UTC`` (``2026-05-01T22:00:00``), or None."""
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t
+
+
+def parse_reservations_text(text: str, max_nodes: int = 1_000_000) -> list[SlurmReservation]:
+    """The reservations of ``scontrol -o show reservation`` run with ``TZ=UTC`` (one per line;
+    22.05's scontrol has no ``--json``, and this text is the same in every release since)."""
+    out: list[SlurmReservation] = []
+    for line in text.splitlines():
+        fields = {m.group(1): m.group(2).strip() for m in _FIELD.finditer(line)}
+        name = fields.get("ReservationName")
+        if not name:
+            continue  # "No reservations in the system"
+        start = _slurm_time(fields.get("StartTime", ""))
+        if start is None:
+            log.warning("Slurm reservation %s: unreadable StartTime %r; skipped", name, fields.get("StartTime"))
+            continue
+        end = _slurm_time(fields.get("EndTime", "")) or start + OPEN_ENDED
+        nodes = fields.get("Nodes", "")
+        try:
+            hosts = expand(nodes, max_nodes) if nodes and nodes != "(null)" else []
+        except HostlistError as exc:
+            log.warning("Slurm reservation %s: %s; skipped", name, exc)
+            continue
+        flags = frozenset(f.strip().upper() for f in fields.get("Flags", "").split(",") if f.strip())
+        out.append(SlurmReservation(name, tuple(hosts), start, end, flags))
+    return out
+
+
+def parse_reservations(doc: Any, max_nodes: int = 1_000_000) -> list[SlurmReservation]:
+    """The reservations of a slurmrestd ``/reservations`` document (v0.0.38's plain numbers, or
+    the ``{"set", "infinite", "number"}`` objects of later versions)."""
+    out: list[SlurmReservation] = []
+    for r in _checked(doc, "reservations").get("reservations") or []:
+        if not isinstance(r, dict) or not isinstance(r.get("name"), str):
+            continue
+        start, end = _number(r.get("start_time")), _number(r.get("end_time"))
+        if start is None:
+            continue
+        begins = datetime.fromtimestamp(start, UTC)
+        try:
+            hosts = expand(str(r.get("node_list") or ""), max_nodes)
+        except HostlistError as exc:
+            log.warning("Slurm reservation %s: %s; skipped", r["name"], exc)
+            continue
+        ends = datetime.fromtimestamp(end, UTC) if end is not None else begins + OPEN_ENDED
+        out.append(SlurmReservation(r["name"], tuple(hosts), begins, ends, frozenset(_words(r.get("flags")))))
+    return out
+
+
 def is_outage(text: str) -> bool:
     """Whether a Slurm client's error text says the controller is away (not that it said no)."""
     low = text.lower()
@@ -217,15 +296,16 @@ class SlurmCommands:
         path = str(Path(self.config.bin_dir) / program) if self.config.bin_dir else program
         return [path, *args]
 
-    async def run(self, argv: Sequence[str]) -> str:
-        """Run one command; its stdout, or :class:`SlurmUnavailable` / :class:`SlurmRefused`."""
+    async def run(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+        """Run one command (``env``: variables to set for it); its stdout, or
+        :class:`SlurmUnavailable` / :class:`SlurmRefused`."""
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env=self._env,
+                env={**self._env, **(env or {})},
             )
         except FileNotFoundError:
             raise SlurmRefused(
@@ -272,6 +352,11 @@ class SlurmCommands:
             doc = await self.json("scontrol", "--json", "show", "nodes")
         return parse_nodes(doc)
 
+    async def reservations(self) -> list[SlurmReservation]:
+        """Every reservation: ``scontrol -o show reservation``, its times printed in UTC."""
+        argv = self.argv("scontrol", "-o", "show", "reservation")
+        return parse_reservations_text(await self.run(argv, env={"TZ": "UTC"}))
+
     def op_argv(self, op: Operation) -> list[str]:
         """The command line of an operation."""
         if op.kind == "drain":
@@ -308,9 +393,12 @@ __all__ = [
     "SlurmJob",
     "SlurmNode",
     "SlurmRefused",
+    "SlurmReservation",
     "SlurmUnavailable",
     "is_outage",
     "parse_jobs",
     "parse_nodes",
+    "parse_reservations",
+    "parse_reservations_text",
     "render",
 ]

@@ -58,10 +58,12 @@ from schedulers.slurm import (
     SlurmJob,
     SlurmNode,
     SlurmRefused,
+    SlurmReservation,
     SlurmUnavailable,
     is_outage,
     parse_jobs,
     parse_nodes,
+    parse_reservations,
 )
 
 log = logging.getLogger(__name__)
@@ -72,6 +74,7 @@ Version = tuple[int, int, int]
 SINCE: dict[str, tuple[Version, str]] = {
     "jobs": ((0, 0, 38), "22.05"),
     "nodes": ((0, 0, 38), "22.05"),
+    "reservations": ((0, 0, 38), "22.05"),
     "drain": ((0, 0, 39), "23.02"),
     "resume": ((0, 0, 39), "23.02"),
     "signal": ((0, 0, 40), "23.11"),
@@ -326,6 +329,10 @@ class SlurmRest:
     async def nodes(self) -> dict[str, SlurmNode]:
         """Every node's state and reason."""
         return parse_nodes(await self._get("nodes"))
+
+    async def reservations(self) -> list[SlurmReservation]:
+        """Every reservation (``GET /slurm/<v>/reservations``)."""
+        return parse_reservations(await self._get("reservations"))
 
     async def execute(self, op: Operation) -> None:
         await self._send(op_requests(op, self.rest.api_version))

@@ -65,7 +65,7 @@ async def call(client: Client, method: str, path: str, status: int, **kwargs: An
     body = await resp.json(content_type=None) if resp.status != 204 else None
     assert resp.status == status, (method, path, body)
     if status >= 400:
-        assert resp.content_type == PROBLEM and body["status"] == status and body["detail"]
+        assert body is not None and resp.content_type == PROBLEM and body["status"] == status and body["detail"]
     return body
 
 
@@ -76,7 +76,7 @@ async def test_a_window_round_trip(client: Client) -> None:
     assert resp.headers["Location"] == f"/v1/maintenance/{created['id']}"
     assert created["switches"] == [LEAF] and created["servers"] == [SERVER] and created["rails"] == [3]
     assert created["source"] == "api" and created["active"] is True and created["reason"] == ACTIVE["reason"]
-    assert datetime.fromisoformat(created["start"]) == datetime.fromisoformat(ACTIVE["start"])
+    assert datetime.fromisoformat(created["start"]) == datetime.fromisoformat(str(ACTIVE["start"]))
     later = await call(client, "POST", "/v1/maintenance", 201, json=LATER)
     assert later["active"] is False
 
