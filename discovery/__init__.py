@@ -14,13 +14,16 @@ Layers, each importing only the ones above it in this list:
   inventory, the exact names of ``targets``, ``--switches``) and the crawl to the neighbours a
   target reaches, under a concurrency limit and a per-switch timeout;
 * :mod:`discovery.build`: roles, rails and groups decided (:mod:`fabric.plan`), the version 2
-  inventory built, the design judged (:mod:`fabric.design`), and the report.
+  inventory built, the design judged (:mod:`fabric.design`), and the report;
+* :mod:`discovery.netbox`: NetBox's devices, interfaces and cables read over its REST API for
+  ``inventory import netbox`` (converted by :mod:`fabric.netbox_import`).
 
 Errors::
 
     FabricmonError
     └── DiscoveryError                   discovery cannot start or cannot finish
         ├── NothingToPoll (ValueError)   no seed switch: nothing names a switch to start from
-        └── SwitchFailed                 one switch did not answer or refused us (it goes
-                                         into the report, never ends the run)
+        ├── SwitchFailed                 one switch did not answer or refused us (it goes
+        │                                into the report, never ends the run)
+        └── NetboxError                  NetBox refused us, is not at the URL, or gave no list
 """

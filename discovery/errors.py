@@ -15,3 +15,7 @@ class NothingToPoll(DiscoveryError, ValueError):
 
 class SwitchFailed(DiscoveryError):
     """One switch could not be read; the message says why, in words for the report."""
+
+
+class NetboxError(DiscoveryError):
+    """NetBox could not be read (``inventory import netbox``): refused, not there, or no NetBox answer."""

@@ -4,6 +4,7 @@
   rail-optimized non-blocking design, 1 when it has anomalies, 2 on a bad file;
 * ``inventory import csv FILE``: a spreadsheet's cables (``a_node,a_port,b_node,b_port[,speed_gbps]``,
   lower tier first) as a version 2 inventory, one error per bad row;
+* ``inventory import netbox --url URL``: a NetBox site's cables (:mod:`cli.commands.inventory_netbox`);
 * ``inventory discover``: the cabling plan read from the switches' LLDP tables
   (:mod:`cli.commands.inventory_discover`).
 """
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cli.commands import inventory_discover
+from cli.commands import inventory_discover, inventory_netbox
 from cli.output import emit, table
 from fabric.csv_import import import_csv
 from fabric.design import DesignReport, design_report
@@ -60,6 +61,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
         help="nodes whose name matches REGEX have ROLE (server, leaf, spine, superspine); repeatable",
     )
     csv.set_defaults(handler=run_import_csv)
+    inventory_netbox.register(sources, common)
     inventory_discover.register(inner, common)
 
 
