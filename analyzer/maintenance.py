@@ -4,8 +4,8 @@ and writes ``maintenance_windows``.
 A window names places, ``switches``, ``servers`` and ``rails`` (at least one), and a time,
 ``start`` to ``end`` (``end`` after ``start``). It comes from two sources:
 
-* an operator (``POST /v1/maintenance``, body :class:`WindowIn`; source ``api``), removed by
-  ``DELETE /v1/maintenance/{id}``;
+* an operator (``POST /v1/maintenance``, body :class:`WindowIn`; source ``api``), cancelled by
+  ``DELETE /v1/maintenance/{id}`` (:func:`delete_window`: one in progress ends now, others go);
 * Slurm: a reservation with the ``MAINT`` flag is a window for its nodes (source
   ``slurm:<reservation name>``), kept equal to what Slurm holds by :func:`replace_slurm`.
 
@@ -210,8 +210,18 @@ async def list_windows(
     return [_window(r) for r in rows], int(total)
 
 
-async def delete_window(db: Pool | Connection, window_id: int) -> bool:
-    """Remove a window; whether there was one."""
+async def delete_window(db: Pool | Connection, window_id: int, now: datetime) -> bool:
+    """Cancel a window; whether there was one. A window in progress ends ``now`` (kept: what
+    happened inside it was planned, and stays not judged for the analyzer's look-back); one that
+    has not started, or has ended, is removed."""
+    ended = await db.fetchval(
+        """UPDATE maintenance_windows SET end_at = $2, updated_at = now()
+           WHERE id = $1 AND start_at < $2 AND end_at > $2 RETURNING id""",
+        window_id,
+        now,
+    )
+    if ended is not None:
+        return True
     return await db.fetchval("DELETE FROM maintenance_windows WHERE id = $1 RETURNING id", window_id) is not None
 
 

@@ -5,7 +5,9 @@ A window names switches, servers and rails (at least one) from the inventory, an
 ``start`` and ``end``, ``end`` after ``start``. While it is in force, an incident whose root cause
 is on one of its places is marked ``maintenance`` and its action is ``observe``: nothing is drained
 or checkpointed for planned work. Link events and error counts inside it on its places are not
-judged, during the window or after it (a planned reboot is no flap an hour later). Slurm
+judged, during the window or after it (a planned reboot is no flap an hour later). ``DELETE``
+cancels a window: one in progress ends now (it stays listed, no longer active: what happened in
+it was planned), one not started or already ended is removed. Slurm
 reservations with the ``MAINT`` flag are windows too (``source: slurm:<name>``), kept by the
 analyzer's Slurm poller: they are listed here, and deleting one lasts until Slurm's next poll.
 The body is :class:`analyzer.maintenance.WindowIn`; :mod:`analyzer.maintenance` stores it.
@@ -83,7 +85,7 @@ async def list_windows(request: web.Request) -> web.Response:
 
 async def delete(request: web.Request) -> web.Response:
     window_id = parse_path(request, WindowPath).id
-    if not await maintenance.delete_window(request.app[POOL], window_id):
+    if not await maintenance.delete_window(request.app[POOL], window_id, now()):
         raise NotFound(f"no maintenance window with id {window_id}", kind=UNKNOWN_WINDOW.kind)
     return web.Response(status=204)
 
@@ -115,7 +117,7 @@ ENDPOINTS = (
         "DELETE",
         "/v1/maintenance/{id}",
         delete,
-        "Remove a maintenance window",
+        "Cancel a maintenance window: one in progress ends now, any other is removed",
         None,
         status=204,
         path_model=WindowPath,

@@ -90,9 +90,15 @@ async def test_a_window_round_trip(client: Client) -> None:
         w["id"] for w in inactive["items"]
     ]
 
+    # cancelled in progress: it ends now and stays listed (what happened in it was planned)
     await call(client, "DELETE", f"/v1/maintenance/{created['id']}", 204)
-    await call(client, "DELETE", f"/v1/maintenance/{later['id']}", 204)
     assert (await call(client, "GET", "/v1/maintenance?active=true", 200))["items"] == []
+    (ended,) = [w for w in (await call(client, "GET", "/v1/maintenance", 200))["items"] if w["id"] == created["id"]]
+    assert ended["active"] is False and datetime.fromisoformat(ended["end"]) <= datetime.now(UTC)
+    # not started, or over: removed
+    await call(client, "DELETE", f"/v1/maintenance/{later['id']}", 204)
+    await call(client, "DELETE", f"/v1/maintenance/{created['id']}", 204)
+    assert (await call(client, "GET", "/v1/maintenance", 200))["items"] == []
     body = await call(client, "DELETE", f"/v1/maintenance/{created['id']}", 404)
     assert body["type"] == TYPES + "unknown-window"
 
