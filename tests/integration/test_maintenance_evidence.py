@@ -14,7 +14,7 @@ from analyzer.coverage import coverage
 from analyzer.engine import context_for, lookback_s
 from analyzer.incidents import correlate
 from analyzer.maintenance import Window, add_window, windows_between
-from analyzer.stability import check_flaps, check_outages
+from analyzer.stability import check_errors, check_flaps, check_outages
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from store.inventory import ensure_fabric
@@ -87,3 +87,34 @@ async def test_a_server_reboot_inside_an_ended_window_does_not_drain_it_afterwar
         pool, Window(None, (), (server,), (), reboot_at - timedelta(minutes=1), now - timedelta(seconds=60))
     )
     assert await judged(pool, now) == []
+
+
+async def test_error_counts_inside_a_window_are_left_out(pool: asyncpg.Pool) -> None:
+    """FCS errors on a leaf port while its optics are reseated in a window: no ``error_rate``;
+    the same errors after the window (or on another leaf) are judged."""
+    async with pool.acquire() as conn:
+        await ensure_fabric(conn, FABRIC)
+    now = datetime.now(UTC)
+    port = next(p.name for p in FABRIC.ports(LEAF) if p.peer is not None)
+    rows = [
+        (now - timedelta(seconds=s), LEAF, port, 1, 10.0, 5.0, 0.0, 1000.0)
+        for s in (5, 15, 25)  # 5 errors/s: 18,000/h, far over 120/h
+    ]
+    await pool.executemany(
+        """INSERT INTO port_counters (time, switch, port, oper_status, interval_s, in_fcs_errors_ps, in_discards_ps,
+                                      in_pps) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
+        rows,
+    )
+
+    async def errors() -> list[str]:
+        async with pool.acquire() as conn:
+            cover = coverage(await windows_between(conn, now - timedelta(minutes=10), now), FABRIC)
+            ctx = context_for(FABRIC, CONFIG, now, INTERVAL_S, cover)
+            return [f.key for f in await check_errors(conn, ctx)]
+
+    assert await errors() == [f"{LEAF}:{port}"]
+    await add_window(pool, Window(None, (LEAF,), (), (), now - timedelta(minutes=5), now + timedelta(minutes=5)))
+    assert await errors() == []
+    await pool.execute("DELETE FROM maintenance_windows")
+    await add_window(pool, Window(None, (LEAF,), (), (), now - timedelta(minutes=5), now - timedelta(seconds=20)))
+    assert await errors() == [f"{LEAF}:{port}"]  # the samples after the window still count
