@@ -7,8 +7,9 @@ receiver saw it (:func:`seen_from`). :func:`score` pairs them and measures:
 * **precision**: incidents that match an injected fault, out of all incidents sent. An incident
   matches a fault when it fired while the fault was on (or within ``grace_s`` after it was
   cleared) and its places (root cause and scope) touch the fault's places. Each fault is matched
-  once: a second incident for it is a *duplicate*, and an incident matching only benign events
-  or nothing is *false*;
+  once, by an incident that localizes it if one does (else by the first that touches it): a
+  second incident for it is a *duplicate*, and an incident matching only benign events or
+  nothing is *false*;
 * **recall**: faults that must be detected and were, out of those injected;
 * **top-1 localization**: matched faults whose root cause names the faulted switch and port (or
   either end of the faulted cable), the faulted switch, or the miswired server and rail;
@@ -185,51 +186,72 @@ def score(events: Sequence[Injected], seen: Sequence[Seen], *, grace_s: float) -
     """Pair incidents with injected events and measure (see the module's docstring)."""
     s = Score(faults=sum(not e.benign for e in events), benign=sum(e.benign for e in events), incidents=len(seen))
     s.must_detect = sum(e.must_detect and not e.benign for e in events)
-    matched_to: dict[str, Injected] = {}  # incident fingerprint → its fault
-    for inc in sorted(seen, key=lambda i: i.fired_s):
+    ordered = sorted(seen, key=lambda i: i.fired_s)
+    matched_to = _pair(s, events, ordered, grace_s)
+    for inc in ordered:
         cands = _candidates(inc, events, grace_s)
         faults = [e for e in cands if not e.benign]
-        free = [e for e in faults if e.id not in s.pairs]
-        if free:
-            # the fault it localizes first, then the one that started last before it fired
-            best = max(free, key=lambda e: (localizes(inc, e), e.start_s))
-            s.pairs[best.id] = inc.fingerprint
-            matched_to[inc.fingerprint] = best
-            s.matched += 1
-        elif faults:
-            ids = ", ".join(e.id for e in faults)
-            s.false_incidents.append(Finding("duplicate", faults[0].id, inc.fingerprint,
-                                             f"{inc.rule}: {inc.summary} (a second incident for {ids})"))  # fmt: skip
-        else:
-            benign = [e.id for e in cands]
-            why = f"during benign {', '.join(benign)}" if benign else "matching no injected event"
-            s.false_incidents.append(Finding("false_incident", benign[0] if benign else None, inc.fingerprint,
-                                             f"{inc.rule}: {inc.summary} ({why})"))  # fmt: skip
+        if inc.fingerprint not in matched_to:
+            s.false_incidents.append(_unmatched(inc, cands))
         # a duplicate's actions are judged against the fault it repeats
         _judge_actions(s, inc, matched_to.get(inc.fingerprint) or (faults[0] if faults else None), cands)
     seen_by_fp = {i.fingerprint: i for i in seen}
     for e in events:
-        if e.benign:
-            continue
-        fp = s.pairs.get(e.id)
-        if fp is None:
-            if e.must_detect:
-                s.misses.append(Finding("miss", e.id, None, f"{e.kind} {_where(e)}: no incident"))
-            if "observe" not in e.actions:
-                s.missed_actions.append(Finding("missed_action", e.id, None, f"{e.kind}: no incident, no action"))
-            continue
-        inc = seen_by_fp[fp]
-        s.detected += e.must_detect
-        s.localized += localizes(inc, e)
-        s.detection_s.append(inc.fired_s - e.start_s)
-        if inc.resolved_s is not None:
-            s.resolution_s.append(max(0.0, inc.resolved_s - e.end_s))
-        s.deliveries += inc.deliveries
-        if "observe" not in e.actions and not any(a in e.actions for a, _ in inc.actions):
-            got = ", ".join(dict.fromkeys(a for a, _ in inc.actions))
-            s.missed_actions.append(Finding("missed_action", e.id, fp,
-                                            f"{e.kind}: wanted {'/'.join(sorted(e.actions))}, got {got}"))  # fmt: skip
+        if not e.benign:
+            _per_fault(s, e, seen_by_fp.get(s.pairs.get(e.id, "")))
     return s
+
+
+def _pair(s: Score, events: Sequence[Injected], ordered: Sequence[Seen], grace_s: float) -> dict[str, Injected]:
+    """Match each fault to one incident: first the incidents that name their fault's place, in
+    the order they fired, then the others for the faults still unmatched (a rail-wide symptom
+    that fired first does not take the place of the incident that names the cable)."""
+    matched_to: dict[str, Injected] = {}  # incident fingerprint → its fault
+    for localizing in (True, False):
+        for inc in ordered:
+            if inc.fingerprint in matched_to:
+                continue
+            free = [e for e in _candidates(inc, events, grace_s)
+                    if not e.benign and e.id not in s.pairs and localizes(inc, e) is localizing]  # fmt: skip
+            if free:
+                best = max(free, key=lambda e: e.start_s)  # the one that started last before it fired
+                s.pairs[best.id] = inc.fingerprint
+                matched_to[inc.fingerprint] = best
+                s.matched += 1
+    return matched_to
+
+
+def _unmatched(inc: Seen, cands: Sequence[Injected]) -> Finding:
+    """Why an incident matched no fault: a duplicate of one, or false."""
+    faults = [e.id for e in cands if not e.benign]
+    if faults:
+        detail = f"{inc.rule}: {inc.summary} (a second incident for {', '.join(faults)})"
+        return Finding("duplicate", faults[0], inc.fingerprint, detail)
+    benign = [e.id for e in cands]
+    why = f"during benign {', '.join(benign)}" if benign else "matching no injected event"
+    return Finding(
+        "false_incident", benign[0] if benign else None, inc.fingerprint, f"{inc.rule}: {inc.summary} ({why})"
+    )
+
+
+def _per_fault(s: Score, e: Injected, inc: Seen | None) -> None:
+    """A fault's detection, localization, times and action."""
+    if inc is None:
+        if e.must_detect:
+            s.misses.append(Finding("miss", e.id, None, f"{e.kind} {_where(e)}: no incident"))
+        if "observe" not in e.actions:
+            s.missed_actions.append(Finding("missed_action", e.id, None, f"{e.kind}: no incident, no action"))
+        return
+    s.detected += e.must_detect
+    s.localized += localizes(inc, e)
+    s.detection_s.append(inc.fired_s - e.start_s)
+    if inc.resolved_s is not None:
+        s.resolution_s.append(max(0.0, inc.resolved_s - e.end_s))
+    s.deliveries += inc.deliveries
+    if "observe" not in e.actions and not any(a in e.actions for a, _ in inc.actions):
+        got = ", ".join(dict.fromkeys(a for a, _ in inc.actions))
+        detail = f"{e.kind}: wanted {'/'.join(sorted(e.actions))}, got {got}"
+        s.missed_actions.append(Finding("missed_action", e.id, inc.fingerprint, detail))
 
 
 def _judge_actions(s: Score, inc: Seen, fault: Injected | None, cands: Sequence[Injected]) -> None:

@@ -173,3 +173,13 @@ def test_the_campaign_is_seeded_draws_every_kind_and_places_them_on_the_fabric()
         assert footprints_meet(e, e)
     restarts = [e for e in one if e.kind == "collector_restart"]
     assert all(footprints_meet(r, e) for r in restarts for e in one)
+
+
+def test_an_incident_naming_the_cable_wins_over_an_earlier_rail_wide_one() -> None:
+    # a rail straggler whose scope holds the server fires first; the storm's own incident later
+    storm = Injected("f1", "pfc_storm", False, 10.0, 40.0, LINK.places, CABLE, frozenset(), frozenset({"checkpoint"}))
+    rail = seen("a", "rail_load_straggler", {"rail": 4}, 12.0, places={"srv-g1-004", "lf-g1-r4", "sp-r4-1"})
+    own = seen("b", "pfc_storm", {"switch": "lf-g1-r4", "port": "et-0/0/3:0"}, 16.0, actions=(("checkpoint", ()),))
+    s = score([storm], [rail, own], grace_s=6)
+    assert s.pairs == {"f1": "b"} and s.localization == 1.0 and s.missed_actions == []
+    assert [(f.what, f.incident) for f in s.false_incidents] == [("duplicate", "a")]
