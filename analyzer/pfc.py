@@ -14,7 +14,8 @@
   the window whose interval begins inside the window follows a quiet reading nobody stored: that
   reading counts as the quiet sample it was. A run whose first row's interval reaches back past
   the window's start counts that interval in full; a long one (the first sample after a gap in
-  the stream) counts as long as its average rate was over the threshold. A tree is a storm
+  the stream, over 1.5 sampling intervals) counts the time its link was held, never less than
+  one interval, when its average rate was over the threshold (a burst is not a storm). A tree is a storm
   when one of its members has been paused for ``pfc_storm_min_s``. The window is
   ``ctx.window_s``, stretched to ``pfc_storm_min_s`` plus two sampling intervals when that is
   longer.
@@ -81,19 +82,28 @@ def pause_load(pps: float | None, speed_bps: float | None) -> float:
     return pps * PAUSE_QUANTA_BITS / speed_bps
 
 
-def trailing_run(samples: Sequence[tuple[float, float]], threshold: float) -> tuple[float, float, float]:
+def trailing_run(
+    samples: Sequence[tuple[float, float]], threshold: float, nominal_s: float | None = None
+) -> tuple[float, float, float]:
     """``(seconds, peak, latest)`` ratio of the run at or above ``threshold`` ending with the last of
     ``samples`` (``(interval_s, ratio)`` in time order); ``(0, 0, latest)`` when the last is below.
 
     When a sample below ``threshold`` precedes the run, the storm began within the run's first
     interval: that sample counts ``interval x min(1, ratio / next ratio)`` seconds, and none while
-    it is the run's only sample. A run reaching back to the first of ``samples`` counts in full."""
+    it is the run's only sample. A run reaching back to the first of ``samples`` counts in full.
+
+    A sample longer than 1.5 ``nominal_s`` (the first after a gap in the stream) vouches for no
+    more than the time its link was held, ``interval x min(1, ratio)``, and never less than one
+    nominal interval: its average says pauses came, not that they lasted (a 1.6 s burst read in
+    a 13 s sample averages 12 %, over the 5 % threshold, and is no 13 s storm)."""
     start = len(samples)
     while start > 0 and 0 < samples[start - 1][1] >= threshold:
         start -= 1
     run = samples[start:]
     if not run:
         return 0.0, 0.0, samples[-1][1] if samples else 0.0
+    if nominal_s is not None and nominal_s > 0:
+        run = [(iv if iv <= 1.5 * nominal_s else max(nominal_s, iv * min(1.0, r)), r) for iv, r in run]
     seconds = sum(interval for interval, _ in run)
     if start > 0:  # began within the first interval of the run, somewhere
         (first, ratio), rest = run[0], run[1:]
@@ -407,7 +417,7 @@ async def read_pausing(conn: Connection, ctx: CheckContext) -> list[Pausing]:
         for direction, col in _DIRECTIONS:
             # uncapped, so that a partial first sample is prorated by its frames, not a saturated ratio
             run = [(iv, pause_load(smp[col], speed)) for smp in samples if (iv := smp[0]) is not None]
-            seconds, peak, latest = trailing_run(run, th.pfc_pause_ratio)
+            seconds, peak, latest = trailing_run(run, th.pfc_pause_ratio, ctx.collect_interval_s)
             if peak > 0:  # paused now, if only since its latest sample
                 pps = samples[-1][col] or 0.0
                 out.append(

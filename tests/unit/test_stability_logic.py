@@ -241,6 +241,21 @@ def test_the_sample_a_storm_began_in_counts_only_what_it_saw() -> None:
     assert trailing_run([(1.0, 0.0), (1.0, 0.5), (1.0, 0.25)], 0.05)[0] == 2.0
 
 
+def test_a_long_sample_after_a_gap_vouches_only_for_the_time_its_link_was_held() -> None:
+    # a 1.6 s burst at 20K pauses/s read in one 13 s sample (the stream stalled): 21 % on average,
+    # over the 5 % threshold; it reaches back past the window, so it used to count 13 s, a storm
+    burst = 20_000 * PAUSE_QUANTA_BITS / 400e9 * 1.6 / 13
+    assert trailing_run([(13.0, burst)], 0.05)[0] == 13.0  # without the sampling interval: as before
+    seconds, peak, _ = trailing_run([(13.0, burst)], 0.05, nominal_s=2.0)
+    assert seconds == pytest.approx(13 * burst) and seconds < 2.7 and peak == burst  # under a 4 s minimum
+    # held all along (saturated), the long sample still counts in full; regular samples are untouched
+    assert trailing_run([(13.0, 1.68), (2.0, 1.68)], 0.05, nominal_s=2.0)[0] == 15.0
+    assert trailing_run([(2.0, 0.06), (2.1, 0.06), (2.0, 0.06)], 0.05, nominal_s=2.0)[0] == pytest.approx(6.1)
+    # a held share under one interval still counts one interval: never less than a regular sample
+    assert trailing_run([(6.0, 0.2)], 0.05, nominal_s=2.0)[0] == pytest.approx(2.0)
+    assert trailing_run([(10.0, 0.5)], 0.05, nominal_s=2.0)[0] == pytest.approx(5.0)
+
+
 def test_priorities_match_themselves_or_the_totals() -> None:
     assert compatible(3, 3) and compatible(3, -1) and compatible(-1, 4) and not compatible(3, 4)
 
