@@ -20,9 +20,10 @@ snmp_slow           an SNMP-polled switch       observe; need not be reported
 ==================  ==========================  =======================================
 
 Benign events must lead to no checkpoint and no drain (and, ideally, no incident): one flap that
-recovers at once, a PFC burst shorter than the storm threshold and a collector restart. (A
-switch clock step, a counter clear, a database blip and a planned reboot in a maintenance window
-are not drawn yet: docs/decisions.md.)
+recovers at once, a PFC burst shorter than the storm threshold, a collector restart and a
+planned reboot of a switch inside a maintenance window that covers it (its incidents, if any,
+say ``maintenance`` and observe). (A switch clock step, a counter clear and a database blip are
+not drawn yet: docs/decisions.md.)
 
 A campaign is a list of :class:`Planned` events; the runner applies them, up to K at once at
 unrelated places (:attr:`Planned.footprint` disjoint), and times them.
@@ -39,7 +40,7 @@ from fabric.model import Fabric, PortInfo, Role
 
 FAULT_KINDS = ("link_down", "link_flap", "speed_degrade", "pfc_storm", "error_burst", "miswire",
                "switch_unreachable", "reboot", "snmp_slow")  # fmt: skip
-BENIGN_KINDS = ("flap_once", "pfc_burst", "collector_restart")
+BENIGN_KINDS = ("flap_once", "pfc_burst", "collector_restart", "planned_reboot")
 #: A footprint that conflicts with every other: the event touches the whole fabric.
 EVERYWHERE = "*"
 
@@ -189,6 +190,12 @@ def _benign(places: _Places, rng: random.Random, kind: str, id_: str) -> Planned
     if kind == "collector_restart":
         return Planned(id_, kind, True, {"kind": kind}, frozenset({EVERYWHERE}), must_detect=False,
                        footprint=frozenset({EVERYWHERE}))  # fmt: skip
+    if kind == "planned_reboot":
+        sw = rng.choice(places.switches)
+        near = frozenset(places.neighbours(sw))
+        spec: dict[str, Any] = {"kind": "reboot", "switch": sw, "boot_s": 5}
+        return Planned(id_, kind, True, spec, frozenset({sw}) | near, must_detect=False,
+                       footprint=frozenset({sw}) | near)  # fmt: skip
     p = rng.choice(places.server_ports)
     _, at = _cable(p)
     if kind == "flap_once":

@@ -31,6 +31,7 @@ def report_dict(result: DrillResult) -> dict[str, Any]:
         "faults": s.faults,
         "benign": s.benign,
         "incidents_sent": s.incidents,
+        "incidents_in_maintenance": s.maintenance,
         "precision": s.precision,
         "recall": s.recall,
         "localization": s.localization,

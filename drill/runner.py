@@ -20,11 +20,12 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from analyzer.job_store import Job, save_job
+from analyzer.maintenance import Window, add_window
 from analyzer.service import AnalyzerService
 from cli.service import database
 from collector.runner import CollectorService, plan
@@ -231,6 +232,12 @@ class _Drill:
                 out.add(str(alert.get("fingerprint")))
         return out
 
+    async def _window(self, switch: str, seconds: float) -> None:
+        now = datetime.now(UTC)
+        window = Window(None, (switch,), (), (), now - timedelta(seconds=1), now + timedelta(seconds=seconds),
+                        reason="fabricmon drill: planned reboot")  # fmt: skip
+        await add_window(self.collector.pool, window)
+
     def _resolved(self, fingerprints: set[str]) -> bool:
         gone = {d.body.get("alert", {}).get("fingerprint") for d in self.receiver.deliveries
                 if d.event == "alert.resolved"}  # fmt: skip
@@ -253,12 +260,14 @@ class _Drill:
         if ev.kind == "collector_restart":
             await self.collector.restart()
         else:
+            if ev.kind == "planned_reboot":  # announced first, as a site does: a window over the switch
+                await self._window(str(ev.spec["switch"]), 5 + limit + 4 * interval)
             applied = self.state.apply(dict(ev.spec))
             fault_id, spec = applied.id, applied.to_dict()
             if applied.swapped_with:  # a cable swap: the other server's GPU moved too
                 hosts = hosts | {applied.swapped_with.partition(":")[0]}
         if ev.benign:
-            hold = {"flap_once": 2.0, "pfc_burst": 0.8 * interval}.get(ev.kind, 0.0)
+            hold = {"flap_once": 2.0, "pfc_burst": 0.8 * interval, "planned_reboot": 5 + 4 * interval}.get(ev.kind, 0.0)
             await asyncio.sleep(hold)
         elif ev.must_detect:
             await self._until(lambda: bool(self._fired_at(ev.places, start)), limit)

@@ -75,6 +75,8 @@ class Seen:
     deliveries: int
     #: ``(recommended_action, action_hosts)`` of each delivery, in order.
     actions: tuple[tuple[str, tuple[str, ...]], ...]
+    #: Sent as inside a maintenance window (SPEC §10.4): announced work, observed, not an alarm.
+    maintenance: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,8 @@ class Score:
     faults: int = 0
     benign: int = 0
     incidents: int = 0
+    #: Incidents sent as inside a maintenance window that matched no fault: not counted as false.
+    maintenance: int = 0
     matched: int = 0
     detected: int = 0
     must_detect: int = 0
@@ -112,7 +116,8 @@ class Score:
 
     @property
     def precision(self) -> float:
-        return self.matched / self.incidents if self.incidents else 1.0
+        judged = self.incidents - self.maintenance
+        return self.matched / judged if judged else 1.0
 
     @property
     def recall(self) -> float:
@@ -159,9 +164,11 @@ def seen_from(deliveries: Iterable[tuple[float, str, Mapping[str, Any]]]) -> lis
             (str(body.get("recommended_action")), tuple(str(h) for h in body.get("action_hosts") or ()))
             for _, _, body in ds
         )
+        maintenance = any(bool(body.get("maintenance") or body.get("alert", {}).get("maintenance"))
+                          for _, _, body in ds)  # fmt: skip
         out.append(Seen(fp, None if alert.get("id") is None else str(alert["id"]), str(alert.get("rule")),
                         str(alert.get("summary", "")), dict(root), frozenset(places), firing[0][0], resolved,
-                        len(ds), actions))  # fmt: skip
+                        len(ds), actions, maintenance))  # fmt: skip
     return sorted(out, key=lambda s: s.fired_s)
 
 
@@ -192,7 +199,10 @@ def score(events: Sequence[Injected], seen: Sequence[Seen], *, grace_s: float) -
         cands = _candidates(inc, events, grace_s)
         faults = [e for e in cands if not e.benign]
         if inc.fingerprint not in matched_to:
-            s.false_incidents.append(_unmatched(inc, cands))
+            if inc.maintenance and not faults:
+                s.maintenance += 1  # announced work, said so: its actions are still judged below
+            else:
+                s.false_incidents.append(_unmatched(inc, cands))
         # a duplicate's actions are judged against the fault it repeats
         _judge_actions(s, inc, matched_to.get(inc.fingerprint) or (faults[0] if faults else None), cands)
     seen_by_fp = {i.fingerprint: i for i in seen}

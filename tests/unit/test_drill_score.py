@@ -183,3 +183,23 @@ def test_an_incident_naming_the_cable_wins_over_an_earlier_rail_wide_one() -> No
     s = score([storm], [rail, own], grace_s=6)
     assert s.pairs == {"f1": "b"} and s.localization == 1.0 and s.missed_actions == []
     assert [(f.what, f.incident) for f in s.false_incidents] == [("duplicate", "a")]
+
+
+def test_an_incident_said_to_be_in_maintenance_is_not_false_but_its_actions_are_judged() -> None:
+    reboot = Injected("b1", "planned_reboot", True, 50.0, 70.0, frozenset({"lf-g1-r2", "sp-r2-1"}), must_detect=False)
+    announced = Seen("a", "a", "link_outage", "s", {"switch": "sp-r2-1", "port": "Ethernet1"}, frozenset({"sp-r2-1"}),
+                     55.0, 75.0, 2, (("observe", ()), ("observe", ())), maintenance=True)  # fmt: skip
+    s = score([reboot], [announced], grace_s=6)
+    assert (s.incidents, s.maintenance, s.false_incidents, s.precision) == (1, 1, [], 1.0)
+    drain = (("drain", ("srv-g1-003",)),)
+    drained_anyway = Seen("b", "b", "link_outage", "s", {"switch": "lf-g1-r2", "port": "Ethernet3"},
+                          frozenset({"lf-g1-r2"}), 56.0, None, 1, drain, maintenance=True)  # fmt: skip
+    s = score([reboot], [drained_anyway], grace_s=6)
+    assert s.false_drains == 1 and s.false_actions[0].detail.endswith("on benign b1")
+
+
+def test_seen_from_reads_the_maintenance_flag() -> None:
+    body = {"alert": {"fingerprint": "m", "rule": "link_outage", "root_cause": {"switch": "sp-r2-1"}},
+            "recommended_action": "observe", "maintenance": True}  # fmt: skip
+    (m,) = seen_from([(3.0, "alert.firing", body)])
+    assert m.maintenance
