@@ -7,7 +7,7 @@ import faulthandler
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
 from aiohttp import web
@@ -17,9 +17,10 @@ from prometheus_client.registry import CollectorRegistry
 from config.model import Config
 from fabric.errors import FabricmonError
 from fabric.model import Fabric
-from store.db import Pool, create_pool
+from store.db import Pool, create_pool, recreate_database
 from store.inventory import ensure_fabric
 from store.migrate import migrate
+from store.pgserver import EmbeddedStore
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,18 @@ log = logging.getLogger(__name__)
 def note(message: str) -> None:
     """A progress line for a person, on stderr."""
     print(message, file=sys.stderr, flush=True)
+
+
+async def scratch_dsn(config: Config, name: str, say: Callable[[str], None]) -> str:
+    """The configured database, else a fresh database ``name`` in the embedded store (started
+    here): what ``demo`` and ``drill`` run on, so that earlier runs never interfere."""
+    if config.database.dsn is not None:
+        return config.database.dsn.get_secret_value()
+    say("starting the embedded store (PostgreSQL + TimescaleDB)")
+    store = EmbeddedStore()
+    await asyncio.to_thread(store.start)
+    await recreate_database(store.dsn(), name)
+    return store.dsn(name)
 
 
 @asynccontextmanager

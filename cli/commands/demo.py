@@ -21,14 +21,12 @@ from rich.console import Console
 from rich.table import Table
 
 from cli import context
-from cli.service import stop_on_signals
+from cli.service import scratch_dsn, stop_on_signals
 from config.errors import ConfigError
 from demo.runner import DemoOptions, DemoResult, auto_interval, run_demo
 from demo.tour import builtin_tours, load_tour
 from fabric.naming import NAMINGS
 from simulator.nos import NosError, parse_nos
-from store.db import recreate_database
-from store.pgserver import EmbeddedStore
 
 DEMO_DB = "fabricmon_demo"
 
@@ -82,14 +80,7 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> DemoResult:
         stop = asyncio.Event()
         stop_on_signals(stop)
-        if config.database.dsn is not None:
-            dsn = config.database.dsn.get_secret_value()
-        else:
-            say("starting the embedded store (PostgreSQL + TimescaleDB)")
-            store = EmbeddedStore()
-            await asyncio.to_thread(store.start)
-            await recreate_database(store.dsn(), DEMO_DB)
-            dsn = store.dsn(DEMO_DB)
+        dsn = await scratch_dsn(config, DEMO_DB, say)
         return await run_demo(opts, dsn, say, stop)
 
     result: DemoResult | None = None

@@ -22,13 +22,12 @@ from pathlib import Path
 from rich.console import Console
 
 from cli import context
+from cli.service import scratch_dsn
 from config.errors import ConfigError
 from drill.goals import DEFAULT_GOALS, load_goals
 from drill.report import finding_lines, goals_table, report_dict
 from drill.runner import DrillOptions, DrillResult, run_drill
 from fabric.naming import NAMINGS
-from store.db import recreate_database
-from store.pgserver import EmbeddedStore
 
 DRILL_DB = "fabricmon_drill"
 
@@ -74,14 +73,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(line, markup=False)
 
     async def main() -> DrillResult:
-        if config.database.dsn is not None:
-            dsn = config.database.dsn.get_secret_value()
-        else:
-            say("starting the embedded store (PostgreSQL + TimescaleDB)")
-            store = EmbeddedStore()
-            await asyncio.to_thread(store.start)
-            await recreate_database(store.dsn(), DRILL_DB)
-            dsn = store.dsn(DRILL_DB)
+        dsn = await scratch_dsn(config, DRILL_DB, say)
         return await run_drill(opts, dsn, say)
 
     result: DrillResult | None = None
