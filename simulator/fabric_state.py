@@ -32,6 +32,7 @@ from typing import Any
 from fabric.model import Fabric
 from simulator import fault_effects
 from simulator.faults import AppliedFault, FaultConflict, FaultError, FaultSpec, resolve
+from simulator.optics import OpticReading, OpticsBook
 from simulator.traffic import TrafficParams
 from simulator.view import ChangeListener, LldpNeighbor, PortCounters, SwitchInfo
 from simulator.wiring import Wiring
@@ -54,6 +55,8 @@ class FabricState:
         self._clock = clock
         start = clock()
         self.wiring = Wiring(fabric, self.params, start - self.params.uptime_ns, seed)
+        #: Every cabled port's transceiver and FEC decoder (simulator.optics).
+        self.optics = OpticsBook(fabric, seed, start - self.params.uptime_ns)
         self._floor = start
         self._names = tuple(fabric.switches)
         self._faults: dict[str, AppliedFault] = {}
@@ -85,6 +88,15 @@ class FabricState:
         if sw is None:
             return []
         return self.wiring.evaluate(sw, self._sync(now_ns))
+
+    def transceivers(self, switch: str, now_ns: int | None = None) -> list[OpticReading]:
+        """DOM and FEC of every present, cabled port of ``switch`` at ``now_ns``; [] if unknown."""
+        sw = self.wiring.switches.get(switch)
+        if sw is None:
+            return []
+        t = self._sync(now_ns)
+        present = [p.name for p in self.wiring.evaluate(sw, t) if p.present]
+        return self.optics.read(switch, present, t)
 
     def lldp(self, switch: str) -> list[LldpNeighbor]:
         """The switch's LLDP remote table (entries leave with the link; a miswire shows here)."""

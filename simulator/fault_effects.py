@@ -12,6 +12,10 @@ faults compose and clearing one leaves the others in force. Choices:
 * ``link_down`` with ``removed``: the cable goes down as for a plain ``link_down`` and the
   port is marked not present (:attr:`SimPort.removed`) until the fault clears.
 * ``snmp_slow``: recorded on the switch; the SNMP agent reads it from ``SwitchInfo``.
+* the optics kinds (``optic_degrade``, ``laser_aging``, ``dirty_connector``, ``fec_burst``):
+  recorded on the port's transceiver (:mod:`simulator.optics`); when the optic will fail, that
+  instant is scheduled and the cable goes down then, until the fault clears (the optic is
+  replaced). A ``fec_burst`` recovers after ``duration_s`` and stays listed until cleared.
 * ``miswire``: the NIC moves to the port at the *same place* on ``to_leaf`` (what a technician
   does who picks the wrong switch; :func:`~simulator.faults.miswire_target`). If that port is
   free, the NIC lands there and the designed port goes dark; if it is taken, the two cables are
@@ -25,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fabric.model import Endpoint
-from simulator.faults import AppliedFault, FaultConflict, FaultKind, miswire_target
+from simulator.faults import OPTIC_KINDS, AppliedFault, FaultConflict, FaultKind, miswire_target
 from simulator.wiring import SimPort, Wire, Wiring
 
 if TYPE_CHECKING:
@@ -72,6 +76,8 @@ def start(state: FabricState, fault: AppliedFault, t: int) -> None:
         elif kind is FaultKind.PFC_STORM:
             assert spec.priority is not None and spec.rate_pps is not None
             wiring.storms[fid] = (port, spec.priority, spec.rate_pps)
+        elif kind in OPTIC_KINDS:
+            _optic_start(state, fault, t)
         else:
             assert spec.rate_pps is not None
             wiring.bursts[fid] = (port, spec.rate_pps)
@@ -94,6 +100,11 @@ def stop(state: FabricState, fault: AppliedFault, t: int) -> None:
     else:
         assert spec.port is not None
         port = wiring.port(fault.switch, spec.port)
+        if kind in OPTIC_KINDS:
+            optic = state.optics.of(fault.switch, spec.port)
+            optic.faults.pop(fid, None)
+            optic.failed.discard(fid)
+            optic.changed(t)
         if fid in port.removed:
             port.removed.discard(fid)
             wiring.changed[(port.sw.name, port.name)] = None
@@ -115,6 +126,50 @@ def _once(
             action(state, fault, when)
 
     return fire
+
+
+_OPTIC_ENTRY: dict[FaultKind, tuple[str, str]] = {
+    FaultKind.OPTIC_DEGRADE: ("degrade", "db_per_hour"),
+    FaultKind.LASER_AGING: ("aging", "ma_per_hour"),
+    FaultKind.DIRTY_CONNECTOR: ("dirty", "loss_db"),
+    FaultKind.FEC_BURST: ("burst", "duration_s"),
+}
+
+
+def _optic_start(state: FabricState, fault: AppliedFault, t: int) -> None:
+    """An optics fault acts on the port's transceiver; a failure it leads to is scheduled."""
+    spec = fault.spec
+    assert spec.port is not None
+    optic = state.optics.of(fault.switch, spec.port)
+    tag, name = _OPTIC_ENTRY[spec.kind]
+    figure = getattr(spec, name)
+    assert isinstance(figure, float)
+    optic.faults[fault.id] = (tag, t, figure)
+    optic.changed(t)
+    if spec.kind is FaultKind.FEC_BURST:
+        state.schedule(t + round(figure * 1e9), _once(state, fault, _burst_done))
+    when = optic.failure_at(t)
+    if when is not None:
+        state.schedule(when, _once(state, fault, _optic_failed))
+
+
+def _burst_done(state: FabricState, fault: AppliedFault, t: int) -> None:
+    """A FEC burst recovers (the fault stays listed until cleared)."""
+    assert fault.spec.port is not None
+    optic = state.optics.of(fault.switch, fault.spec.port)
+    if optic.faults.pop(fault.id, None) is not None:
+        optic.changed(t)
+
+
+def _optic_failed(state: FabricState, fault: AppliedFault, t: int) -> None:
+    """The optic can carry no more: the link goes down until the fault clears."""
+    assert fault.spec.port is not None
+    optic = state.optics.of(fault.switch, fault.spec.port)
+    optic.failed.add(fault.id)
+    optic.changed(t)
+    wire = state.wiring.port(fault.switch, fault.spec.port).wire
+    wire.down.add(fault.id)
+    state.wiring.refresh(wire, t)
 
 
 def _boot_done(state: FabricState, fault: AppliedFault, t: int) -> None:

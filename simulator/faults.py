@@ -19,7 +19,17 @@ miswire                server, gpu, to_leaf; switch (optional: the GPU's designe
 switch_unreachable     (none)
 reboot                 boot_s (5): seconds the switch stays down while it boots
 snmp_slow              delay_s (3): the switch's SNMP agent answers this many seconds late
+optic_degrade          port, db_per_hour (1): rx power falls steadily, FEC bins shift up until
+                       uncorrectable, then the link fails (SPEC §10.5)
+laser_aging            port, ma_per_hour (0.5): laser bias rises at constant tx power until the
+                       laser dies
+dirty_connector        port, loss_db (2): a step loss, then stable (benign below the margin)
+fec_burst              port, duration_s (30): a short burst of high FEC bins that recovers
 =====================  =====================================================================
+
+The four optics kinds act on the port's transceiver (:mod:`simulator.optics`); rates are per
+hour of simulated time, so a test with a stepped clock or a large rate (3600 dB/h) reaches the
+failure in seconds.
 
 "First uplink" is the first port (in the switch's port order) whose cable goes up; a switch of
 the top tier has none, so its first cabled port stands in. Ports are named as the inventory
@@ -79,6 +89,10 @@ class FaultKind(StrEnum):
     SWITCH_UNREACHABLE = "switch_unreachable"
     REBOOT = "reboot"
     SNMP_SLOW = "snmp_slow"
+    OPTIC_DEGRADE = "optic_degrade"
+    LASER_AGING = "laser_aging"
+    DIRTY_CONNECTOR = "dirty_connector"
+    FEC_BURST = "fec_burst"
 
 
 #: The optional fields each kind takes, beyond ``id``, ``kind`` and ``switch``.
@@ -92,7 +106,15 @@ KIND_FIELDS: dict[FaultKind, frozenset[str]] = {
     FaultKind.SWITCH_UNREACHABLE: frozenset(),
     FaultKind.REBOOT: frozenset({"boot_s"}),
     FaultKind.SNMP_SLOW: frozenset({"delay_s"}),
+    FaultKind.OPTIC_DEGRADE: frozenset({"port", "db_per_hour"}),
+    FaultKind.LASER_AGING: frozenset({"port", "ma_per_hour"}),
+    FaultKind.DIRTY_CONNECTOR: frozenset({"port", "loss_db"}),
+    FaultKind.FEC_BURST: frozenset({"port", "duration_s"}),
 }
+#: The kinds acting on a port's transceiver (simulator.optics).
+OPTIC_KINDS = frozenset(
+    {FaultKind.OPTIC_DEGRADE, FaultKind.LASER_AGING, FaultKind.DIRTY_CONNECTOR, FaultKind.FEC_BURST}
+)
 #: Kinds that act on one cabled port of ``switch``.
 PORT_KINDS = frozenset(k for k, f in KIND_FIELDS.items() if "port" in f)
 
@@ -104,6 +126,13 @@ _DEFAULT_BOOT_S = 5.0
 _MAX_BOOT_S = 600.0
 _DEFAULT_DELAY_S = 3.0
 _MAX_DELAY_S = 120.0
+#: (field, default, most) of the optics kinds' figure.
+_OPTIC_FIGURE: dict[FaultKind, tuple[str, float, float]] = {
+    FaultKind.OPTIC_DEGRADE: ("db_per_hour", 1.0, 1e6),
+    FaultKind.LASER_AGING: ("ma_per_hour", 0.5, 1e6),
+    FaultKind.DIRTY_CONNECTOR: ("loss_db", 2.0, 40.0),
+    FaultKind.FEC_BURST: ("duration_s", 30.0, 86_400.0),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +154,10 @@ class FaultSpec:
     boot_s: float | None = None
     removed: bool | None = None
     delay_s: float | None = None
+    db_per_hour: float | None = None
+    ma_per_hour: float | None = None
+    loss_db: float | None = None
+    duration_s: float | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FaultSpec:
@@ -172,6 +205,10 @@ _FIELD_TYPES: dict[str, type] = {
     "boot_s": float,
     "removed": bool,
     "delay_s": float,
+    "db_per_hour": float,
+    "ma_per_hour": float,
+    "loss_db": float,
+    "duration_s": float,
 }
 
 
@@ -314,6 +351,10 @@ def _with_defaults(spec: FaultSpec, design_gbps: int) -> FaultSpec:
         spec = replace(spec, boot_s=_positive("boot_s", spec.boot_s, _DEFAULT_BOOT_S, 0.0, _MAX_BOOT_S))
     elif kind is FaultKind.SNMP_SLOW:
         spec = replace(spec, delay_s=_positive("delay_s", spec.delay_s, _DEFAULT_DELAY_S, 0.0, _MAX_DELAY_S))
+    elif kind in _OPTIC_FIGURE:
+        name, default, most = _OPTIC_FIGURE[kind]
+        figure: dict[str, Any] = {name: _positive(name, getattr(spec, name), default, 0.0, most)}
+        spec = replace(spec, **figure)
     elif kind is FaultKind.LINK_DOWN and spec.removed is False:
         spec = replace(spec, removed=None)  # the plain form: ``removed`` shows only when it is true
     return spec
