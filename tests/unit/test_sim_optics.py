@@ -39,7 +39,7 @@ class Clocked:
         return next(p for p in self.state.ports(LEAF, self.now) if p.name == port).oper_up
 
 
-def uplink(c: Clocked, kind: str, **fields: float) -> str:
+def uplink(c: Clocked, kind: str, **fields: float | str) -> str:
     fault = c.state.apply({"kind": kind, "switch": LEAF, **fields})
     assert fault.port is not None
     return fault.port
