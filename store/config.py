@@ -18,6 +18,8 @@ class RetentionConfig(Section):
     reachability_days: float = Field(30.0, gt=0)
     oversubscription_days: float = Field(90.0, gt=0)
     analyzer_runs_days: float = Field(30.0, gt=0)
+    #: FEC counters and transceiver DOM (issue 26): trends are fitted over hours, kept a month.
+    link_health_days: float = Field(30.0, gt=0)
     compress_after_hours: float = Field(6.0, gt=0)
     #: How often the service runs drop_chunks itself when the server has no retention policies.
     drop_chunks_every_s: float = Field(3600.0, gt=0)

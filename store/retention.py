@@ -49,6 +49,8 @@ def hypertables(config: RetentionConfig) -> list[HypertableRetention]:
         HypertableRetention("analyzer_runs", config.analyzer_runs_days, "status"),
         HypertableRetention("rail_history", config.oversubscription_days, "rail"),
         HypertableRetention("slo_history", config.oversubscription_days, "objective"),
+        HypertableRetention("port_fec", config.link_health_days, "switch, port"),
+        HypertableRetention("transceiver_dom", config.link_health_days, "switch, port"),
     ]
 
 

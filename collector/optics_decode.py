@@ -1,0 +1,329 @@
+"""Link-health leaves (FEC counters, transceiver DOM) → :class:`FecSample` / :class:`DomSample`.
+
+Input is what the gNMI layer has already taken apart: leaves as (path elements, value), path
+elements as in :mod:`collector.gnmi_values` (``(name, ((key, value), ...))``, module prefixes
+stripped). Two schemas:
+
+* OpenConfig (:class:`OpenConfigOptics`): ``/interfaces/interface[name=I]/ethernet/state/
+  counters/{fec-corrected-blocks,fec-uncorrectable-blocks,in-symbol-error}``,
+  ``.../ethernet/state/{pre-fec-ber,post-fec-ber}/instant``;
+  ``/components/component[name=C]/transceiver/physical-channels/channel[index=N]/state/
+  {input-power,output-power,laser-bias-current}/instant``, ``/components/component[name=C]/
+  state/temperature/instant`` and ``.../transceiver/thresholds/threshold[severity=S]/state/
+  {input-power-lower,laser-bias-current-upper}`` (S: ``WARNING``/``CRITICAL``, with or without
+  the ``openconfig-alarm-types:`` prefix). The component of an interface is what the device
+  says in ``/interfaces/interface[name=I]/state/transceiver`` (or ``.../physical-channel``'s
+  parent, not read here): a component no interface names is **skipped and counted**
+  (``unmapped``), never matched to an interface by its name.
+* SONiC (:class:`SonicOptics`): COUNTERS_DB ``COUNTERS/<port>`` fields
+  ``SAI_PORT_STAT_IF_IN_FEC_CODEWORD_ERRORS_S0..S15``, ``..._FEC_CORRECTABLE_FRAMES``,
+  ``..._FEC_NOT_CORRECTABLE_FRAMES``, ``..._FEC_SYMBOL_ERRORS``; STATE_DB
+  ``TRANSCEIVER_DOM_SENSOR/<port>`` (``rx1power``.. dBm, ``tx1power``.., ``tx1bias``.. mA,
+  ``temperature``) and ``TRANSCEIVER_DOM_THRESHOLD/<port>`` (``rxpowerlowwarning``,
+  ``rxpowerlowalarm``, ``txbiashighwarning``, ``txbiashighalarm``). The key is the port.
+
+A module's lanes are summed up by the worst lane: the lowest rx and tx power, the highest bias.
+Every value is bounded before use (:data:`BOUNDS`, counters by :func:`gnmi_values.to_uint`);
+one out of its bounds, of the wrong type or not a number is skipped and counted through
+``invalid(kind, n)`` with the kinds of :mod:`collector.gnmi_values`; SONiC's ``N/A`` is "not
+reported", not invalid.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from collector.gnmi_values import MAX_TEXT, NOT_A_NUMBER, OUT_OF_RANGE, TOO_LONG, WRONG_TYPE, Bad, to_uint
+from collector.profiles import Elem
+from store.dom import DomSample
+from store.fec import FecSample
+
+#: A component no interface maps to: skipped, never guessed from names.
+UNMAPPED = "unmapped"
+#: (low, high) of each physical quantity; outside: skipped and counted as out_of_range.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "dbm": (-60.0, 20.0),
+    "ma": (0.0, 1000.0),
+    "celsius": (-60.0, 200.0),
+    "ber": (0.0, 1.0),
+}
+BINS = 16
+Invalid = Callable[[str, int], None]
+Leaves = Iterable[tuple[tuple[Elem, ...], Any]]
+
+
+def bounded(value: Any, unit: str) -> float:
+    """``value`` as a float inside ``unit``'s bounds; raises :class:`Bad` with the invalid kind."""
+    t = value.__class__
+    if t is bool or t not in (int, float, str):
+        raise Bad(WRONG_TYPE)
+    if t is str:
+        if len(value) > MAX_TEXT:
+            raise Bad(TOO_LONG)
+        try:
+            value = float(value.strip()[:64])
+        except ValueError:
+            raise Bad(NOT_A_NUMBER) from None
+    v = float(value)
+    if not math.isfinite(v):
+        raise Bad(NOT_A_NUMBER)
+    low, high = BOUNDS[unit]
+    if not low <= v <= high:
+        raise Bad(OUT_OF_RANGE)
+    return v
+
+
+@dataclass(slots=True)
+class _Fec:
+    corrected: int | None = None
+    uncorrectable: int | None = None
+    symbol_errors: int | None = None
+    pre_fec_ber: float | None = None
+    post_fec_ber: float | None = None
+    bins: dict[int, int] = field(default_factory=dict)
+
+    def sample(self, at: datetime, switch: str, port: str) -> FecSample | None:
+        bins = tuple(self.bins[i] for i in range(BINS)) if len(self.bins) == BINS else None
+        s = FecSample(
+            at, switch, port, self.corrected, self.uncorrectable, self.symbol_errors,
+            self.pre_fec_ber, self.post_fec_ber, bins,
+        )  # fmt: skip
+        return s if any(v is not None for v in s[3:]) else None
+
+
+@dataclass(slots=True)
+class _Dom:
+    rx: dict[str, float] = field(default_factory=dict)  # lane -> value
+    tx: dict[str, float] = field(default_factory=dict)
+    bias: dict[str, float] = field(default_factory=dict)
+    temperature: float | None = None
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+    def sample(self, at: datetime, switch: str, port: str, component: str) -> DomSample | None:
+        s = DomSample(
+            at, switch, port, component,
+            min(self.rx.values(), default=None), min(self.tx.values(), default=None),
+            max(self.bias.values(), default=None), self.temperature,
+            self.thresholds.get("rx_low_warning"), self.thresholds.get("rx_low_critical"),
+            self.thresholds.get("bias_high_warning"), self.thresholds.get("bias_high_critical"),
+        )  # fmt: skip
+        return s if any(v is not None for v in s[4:8]) else None
+
+
+@dataclass(slots=True)
+class OpticsBatch:
+    """What one instant's leaves give: FEC per port, DOM per transceiver."""
+
+    fec: list[FecSample] = field(default_factory=list)
+    dom: list[DomSample] = field(default_factory=list)
+
+
+def _count(invalid: Invalid, counts: dict[str, int]) -> None:
+    for kind, n in counts.items():
+        invalid(kind, n)
+
+
+_OC_FEC_COUNTERS = {
+    "fec-corrected-blocks": "corrected",
+    "fec-uncorrectable-blocks": "uncorrectable",
+    "in-symbol-error": "symbol_errors",
+}
+_OC_CHANNEL = {"input-power": ("rx", "dbm"), "output-power": ("tx", "dbm"), "laser-bias-current": ("bias", "ma")}
+_OC_THRESHOLD = {
+    ("input-power-lower", "WARNING"): ("rx_low_warning", "dbm"),
+    ("input-power-lower", "CRITICAL"): ("rx_low_critical", "dbm"),
+    ("laser-bias-current-upper", "WARNING"): ("bias_high_warning", "ma"),
+    ("laser-bias-current-upper", "CRITICAL"): ("bias_high_critical", "ma"),
+}
+
+
+def _names(elems: tuple[Elem, ...]) -> tuple[str, ...]:
+    return tuple(name for name, _ in elems)
+
+
+def _key(elem: Elem, key: str) -> str | None:
+    return dict(elem[1]).get(key)
+
+
+class OpenConfigOptics:
+    """One switch's OpenConfig link-health leaves; remembers the interface ↔ transceiver map."""
+
+    def __init__(self, switch: str, invalid: Invalid) -> None:
+        self.switch = switch
+        self.invalid = invalid
+        #: component -> interface, as the device says (state/transceiver)
+        self.port_of: dict[str, str] = {}
+
+    def decode(self, at: datetime, leaves: Leaves) -> OpticsBatch:
+        """Samples at ``at`` from one instant's leaves (a whole notification, or several)."""
+        fec: dict[str, _Fec] = {}
+        dom: dict[str, _Dom] = {}
+        bad: dict[str, int] = {}
+        for elems, value in leaves:
+            try:
+                self._leaf(elems, value, fec, dom)
+            except Bad as exc:
+                bad[exc.args[0]] = bad.get(exc.args[0], 0) + 1
+        out = OpticsBatch()
+        for port, f in fec.items():
+            if (s := f.sample(at, self.switch, port)) is not None:
+                out.fec.append(s)
+        for component, d in dom.items():
+            mapped = self.port_of.get(component)
+            if mapped is None:
+                bad[UNMAPPED] = bad.get(UNMAPPED, 0) + 1
+                continue
+            if (ds := d.sample(at, self.switch, mapped, component)) is not None:
+                out.dom.append(ds)
+        _count(self.invalid, bad)
+        return out
+
+    def _leaf(self, elems: tuple[Elem, ...], value: Any, fec: dict[str, _Fec], dom: dict[str, _Dom]) -> None:
+        names = _names(elems)
+        if len(names) >= 3 and names[:2] == ("interfaces", "interface"):
+            port = _key(elems[1], "name")
+            if port is not None:
+                self._interface(port, names[2:], value, fec)
+        elif len(names) >= 4 and names[:2] == ("components", "component"):
+            component = _key(elems[1], "name")
+            if component is not None:
+                _component(elems, names[2:], value, dom.setdefault(component, _Dom()))
+
+    def _interface(self, port: str, rest: tuple[str, ...], value: Any, fec: dict[str, _Fec]) -> None:
+        if rest == ("state", "transceiver"):
+            if not isinstance(value, str) or not value or len(value) > MAX_TEXT:
+                raise Bad(WRONG_TYPE)
+            self.port_of[value] = port
+        elif rest[:3] == ("ethernet", "state", "counters") and len(rest) == 4 and rest[3] in _OC_FEC_COUNTERS:
+            setattr(fec.setdefault(port, _Fec()), _OC_FEC_COUNTERS[rest[3]], to_uint(value))
+        elif rest in _OC_BER:
+            setattr(fec.setdefault(port, _Fec()), rest[2].replace("-", "_"), bounded(value, "ber"))
+
+
+_OC_BER = (("ethernet", "state", "pre-fec-ber", "instant"), ("ethernet", "state", "post-fec-ber", "instant"))
+
+
+def _component(elems: tuple[Elem, ...], rest: tuple[str, ...], value: Any, d: _Dom) -> None:
+    if rest == ("state", "temperature", "instant"):
+        d.temperature = bounded(value, "celsius")
+    elif rest[:3] == ("transceiver", "physical-channels", "channel") and len(rest) == 6:
+        lane = _key(elems[4], "index") or "0"
+        found = _OC_CHANNEL.get(rest[4])
+        if found is not None and rest[3] == "state" and rest[5] == "instant":
+            getattr(d, found[0])[lane] = bounded(value, found[1])
+    elif rest[:2] == ("transceiver", "thresholds") and len(rest) == 5 and rest[3] == "state":
+        severity = (_key(elems[4], "severity") or "").rpartition(":")[2]
+        th = _OC_THRESHOLD.get((rest[4], severity))
+        if th is not None:
+            d.thresholds[th[0]] = bounded(value, th[1])
+
+
+_SAI_FEC = "SAI_PORT_STAT_IF_IN_FEC_"
+_SAI_BIN = "SAI_PORT_STAT_IF_IN_FEC_CODEWORD_ERRORS_S"
+_SONIC_FEC = {
+    "SAI_PORT_STAT_IF_IN_FEC_CORRECTABLE_FRAMES": "corrected",
+    "SAI_PORT_STAT_IF_IN_FEC_NOT_CORRECTABLE_FRAMES": "uncorrectable",
+    "SAI_PORT_STAT_IF_IN_FEC_SYMBOL_ERRORS": "symbol_errors",
+}
+_SONIC_THRESHOLDS = {
+    "rxpowerlowwarning": ("rx_low_warning", "dbm"),
+    "rxpowerlowalarm": ("rx_low_critical", "dbm"),
+    "txbiashighwarning": ("bias_high_warning", "ma"),
+    "txbiashighalarm": ("bias_high_critical", "ma"),
+}
+_NOT_REPORTED = frozenset({"N/A", "n/a", "", "None"})
+
+
+class _Tally:
+    """Invalid values counted per kind while one batch is decoded."""
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, int] = {}
+
+    def bad(self, exc: Bad) -> None:
+        self.kinds[exc.args[0]] = self.kinds.get(exc.args[0], 0) + 1
+
+
+def _sonic_fec(fields: Mapping[str, Any], tally: _Tally) -> _Fec:
+    f = _Fec()
+    for name, value in fields.items():
+        if not name.startswith(_SAI_FEC):
+            continue
+        try:
+            if name in _SONIC_FEC:
+                setattr(f, _SONIC_FEC[name], to_uint(value))
+            elif name.startswith(_SAI_BIN):
+                suffix = name[len(_SAI_BIN) :]
+                if suffix.isdigit() and int(suffix[:3]) < BINS:
+                    f.bins[int(suffix)] = to_uint(value)
+        except Bad as exc:
+            tally.bad(exc)
+    return f
+
+
+def _sonic_lane(name: str, d: _Dom) -> tuple[dict[str, float], str, str] | None:
+    """(lanes, lane, unit) of a TRANSCEIVER_DOM_SENSOR field (``rx3power``, ``tx1bias``)."""
+    for prefix, suffix, lanes, unit in (("rx", "power", d.rx, "dbm"), ("tx", "power", d.tx, "dbm"),
+                                        ("tx", "bias", d.bias, "ma")):  # fmt: skip
+        if name.startswith(prefix) and name.endswith(suffix):
+            lane = name[len(prefix) : -len(suffix)]
+            if lane.isdigit() and len(lane) <= 2:
+                return lanes, lane, unit
+    return None
+
+
+def _sonic_dom(sensor: Mapping[str, Any], limits: Mapping[str, Any], tally: _Tally) -> _Dom:
+    d = _Dom()
+    for name, value in sensor.items():
+        if value in _NOT_REPORTED:
+            continue
+        try:
+            if name == "temperature":
+                d.temperature = bounded(value, "celsius")
+            elif (found := _sonic_lane(name, d)) is not None:
+                lanes, lane, unit = found
+                lanes[lane] = bounded(value, unit)
+        except Bad as exc:
+            tally.bad(exc)
+    for name, value in limits.items():
+        th = _SONIC_THRESHOLDS.get(name)
+        if th is None or value in _NOT_REPORTED:
+            continue
+        try:
+            d.thresholds[th[0]] = bounded(value, th[1])
+        except Bad as exc:
+            tally.bad(exc)
+    return d
+
+
+class SonicOptics:
+    """One SONiC switch's FEC fields (COUNTERS) and DOM tables, keyed by port."""
+
+    def __init__(self, switch: str, invalid: Invalid) -> None:
+        self.switch = switch
+        self.invalid = invalid
+
+    def decode(
+        self,
+        at: datetime,
+        counters: Mapping[str, Mapping[str, Any]] | None = None,
+        dom: Mapping[str, Mapping[str, Any]] | None = None,
+        thresholds: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> OpticsBatch:
+        """Samples from ``COUNTERS``, ``TRANSCEIVER_DOM_SENSOR`` and ``..._THRESHOLD`` hashes per port."""
+        counters, dom, thresholds = counters or {}, dom or {}, thresholds or {}
+        tally = _Tally()
+        out = OpticsBatch()
+        for port, fields in counters.items():
+            if (s := _sonic_fec(fields, tally).sample(at, self.switch, port)) is not None:
+                out.fec.append(s)
+        for port in sorted(set(dom) | set(thresholds)):
+            d = _sonic_dom(dom.get(port, {}), thresholds.get(port, {}), tally)
+            if (ds := d.sample(at, self.switch, port, port)) is not None:
+                out.dom.append(ds)
+        _count(self.invalid, tally.kinds)
+        return out

@@ -1,0 +1,60 @@
+"""FEC counters per port (table ``port_fec``): the only writer of that table.
+
+Counters are cumulative, as the device reports them, unsigned 64-bit stored in a bigint
+(:func:`store.records.to_int8`); ``bins`` are the codewords by symbol errors S0..S15 where the
+device has a histogram (SONiC, Cumulus), else None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import NamedTuple
+
+import asyncpg
+
+from store.records import to_int8
+
+COLUMNS = (
+    "time",
+    "switch",
+    "port",
+    "corrected",
+    "uncorrectable",
+    "symbol_errors",
+    "pre_fec_ber",
+    "post_fec_ber",
+    "bins",
+)
+
+
+class FecSample(NamedTuple):
+    """One port's FEC state at one instant (counters as unsigned values; None: not reported)."""
+
+    time: datetime
+    switch: str
+    port: str
+    corrected: int | None = None
+    uncorrectable: int | None = None
+    symbol_errors: int | None = None
+    pre_fec_ber: float | None = None
+    post_fec_ber: float | None = None
+    bins: tuple[int, ...] | None = None
+
+
+def _int8(v: int | None) -> int | None:
+    return None if v is None else to_int8(v)
+
+
+async def write_fec(conn: asyncpg.Connection, samples: Sequence[FecSample]) -> int:
+    """Append ``samples``; return the rows written."""
+    rows = [
+        (
+            s.time, s.switch, s.port, _int8(s.corrected), _int8(s.uncorrectable), _int8(s.symbol_errors),
+            s.pre_fec_ber, s.post_fec_ber, None if s.bins is None else [to_int8(b) for b in s.bins],
+        )
+        for s in samples
+    ]  # fmt: skip
+    if rows:
+        await conn.copy_records_to_table("port_fec", records=rows, columns=COLUMNS)
+    return len(rows)

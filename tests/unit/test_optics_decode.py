@@ -1,0 +1,139 @@
+"""Link-health leaves → FEC and DOM samples (collector/optics_decode.py): OpenConfig and SONiC shapes,
+the device's interface ↔ transceiver map, bounds and skipped-value counts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from collector.optics_decode import UNMAPPED, OpenConfigOptics, SonicOptics, bounded
+from fabric.model import FabricParams
+from fabric.topology import build_aipod
+from simulator.fabric_state import FabricState
+from simulator.gnmi_optics import openconfig_leaves, sonic_tables
+
+AT = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+STATE = FabricState(build_aipod(FabricParams(gpus=128, radix=16)), seed=2, clock=lambda: 1_700_000_000 * 10**9)
+READINGS = STATE.transceivers("lf-g1-r1")
+
+
+def e(elem: str, **keys: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return (elem, tuple(sorted(keys.items())))
+
+
+def test_openconfig_shapes_of_the_simulator_decode_to_what_it_reports() -> None:
+    bad: Counter[str] = Counter()
+    dec = OpenConfigOptics("lf-g1-r1", lambda kind, n: bad.update({kind: n}))
+    leaves = [leaf for r in READINGS for leaf in openconfig_leaves(r)]
+    batch = dec.decode(AT, leaves)
+    assert not bad
+    r = READINGS[0]
+    fec = next(s for s in batch.fec if s.port == r.port)
+    assert (fec.corrected, fec.uncorrectable, fec.symbol_errors) == (
+        r.fec_corrected,
+        r.fec_uncorrectable,
+        r.symbol_errors,
+    )
+    assert fec.pre_fec_ber == r.pre_fec_ber and fec.bins is None  # OpenConfig has no histogram
+    dom = next(s for s in batch.dom if s.port == r.port)
+    assert dom.component == r.component != r.port
+    assert (dom.rx_power_dbm, dom.tx_power_dbm, dom.laser_bias_ma) == (r.rx_power_dbm, r.tx_power_dbm, r.laser_bias_ma)
+    assert r.thresholds is not None
+    assert dom.rx_low_warning_dbm == r.thresholds.rx_low_warning_dbm
+    assert dom.bias_high_critical_ma == r.thresholds.bias_high_critical_ma
+    assert len(batch.dom) == len(READINGS)
+
+
+def test_a_transceiver_no_interface_names_is_skipped_and_counted_never_guessed() -> None:
+    bad: Counter[str] = Counter()
+    dec = OpenConfigOptics("sw", lambda kind, n: bad.update({kind: n}))
+    comp = (e("components"), e("component", name="Ethernet1"))  # the same name as an interface
+    chan = (*comp, e("transceiver"), e("physical-channels"), e("channel", index="1"), e("state"))
+    batch = dec.decode(AT, [((*chan, e("input-power"), e("instant")), -3.0)])
+    assert batch.dom == [] and bad == {UNMAPPED: 1}
+    # once the device maps it, the same leaf lands on the interface it names
+    iface = (e("interfaces"), e("interface", name="Ethernet9"), e("state"), e("transceiver"))
+    batch = dec.decode(AT, [(iface, "Ethernet1"), ((*chan, e("input-power"), e("instant")), -3.0)])
+    assert [(d.port, d.component, d.rx_power_dbm) for d in batch.dom] == [("Ethernet9", "Ethernet1", -3.0)]
+
+
+def test_the_worst_lane_sums_up_a_module() -> None:
+    dec = OpenConfigOptics("sw", lambda kind, n: None)
+    comp = (e("components"), e("component", name="xcvr-1"))
+    leaves: list[tuple[Any, Any]] = [
+        ((e("interfaces"), e("interface", name="et1"), e("state"), e("transceiver")), "xcvr-1")
+    ]
+    for lane, rx, bias in (("1", -2.0, 7.0), ("2", -5.5, 9.0), ("3", -1.0, 6.0)):
+        chan = (*comp, e("transceiver"), e("physical-channels"), e("channel", index=lane), e("state"))
+        leaves += [
+            ((*chan, e("input-power"), e("instant")), rx),
+            ((*chan, e("laser-bias-current"), e("instant")), bias),
+        ]
+    (dom,) = dec.decode(AT, leaves).dom
+    assert (dom.rx_power_dbm, dom.laser_bias_ma) == (-5.5, 9.0)
+    assert dom.rx_low_warning_dbm is None  # a module without thresholds: the analyzer's configured ones apply
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [(float("nan"), "not_a_number"), (-99.0, "out_of_range"), (True, "wrong_type"), ("x" * 5000, "too_long"),
+     ("abc", "not_a_number"), (b"-3", "wrong_type"), (1e308, "out_of_range")],
+)  # fmt: skip
+def test_out_of_bounds_dom_values_are_skipped_and_counted(value: Any, kind: str) -> None:
+    bad: Counter[str] = Counter()
+    dec = OpenConfigOptics("sw", lambda k, n: bad.update({k: n}))
+    comp = (e("components"), e("component", name="x"))
+    chan = (*comp, e("transceiver"), e("physical-channels"), e("channel", index="1"), e("state"))
+    leaves = [
+        ((e("interfaces"), e("interface", name="et1"), e("state"), e("transceiver")), "x"),
+        ((*chan, e("input-power"), e("instant")), value),
+        ((*chan, e("output-power"), e("instant")), 1.0),
+    ]
+    (dom,) = dec.decode(AT, leaves).dom
+    assert dom.rx_power_dbm is None and dom.tx_power_dbm == 1.0
+    assert bad == {kind: 1}
+
+
+def test_sonic_tables_of_the_simulator_decode_with_their_bins() -> None:
+    bad: Counter[str] = Counter()
+    counters, dom, limits = sonic_tables(READINGS)
+    counters[READINGS[0].port]["SAI_PORT_STAT_IF_IN_OCTETS"] = "12"  # other fields are not ours
+    batch = SonicOptics("lf-g1-r1", lambda k, n: bad.update({k: n})).decode(AT, counters, dom, limits)
+    assert not bad
+    r = READINGS[0]
+    fec = next(s for s in batch.fec if s.port == r.port)
+    assert fec.bins == r.fec_bins and fec.corrected == r.fec_corrected
+    d = next(s for s in batch.dom if s.port == r.port)
+    assert d.rx_power_dbm == pytest.approx(r.rx_power_dbm, abs=1e-4) and d.component == r.port
+    assert r.thresholds is not None and d.rx_low_critical_dbm == pytest.approx(r.thresholds.rx_low_critical_dbm)
+
+
+def test_sonic_na_is_not_reported_and_garbage_is_counted() -> None:
+    bad: Counter[str] = Counter()
+    batch = SonicOptics("sw", lambda k, n: bad.update({k: n})).decode(
+        AT,
+        counters={"Ethernet0": {"SAI_PORT_STAT_IF_IN_FEC_CORRECTABLE_FRAMES": "-5",
+                                "SAI_PORT_STAT_IF_IN_FEC_CODEWORD_ERRORS_S3": "7"}},
+        dom={"Ethernet0": {"rx1power": "N/A", "rx2power": "-inf", "tx1bias": "6.5", "rx999power": "-1"}},
+    )  # fmt: skip
+    assert bad == {"negative": 1, "not_a_number": 1}
+    assert batch.fec == []  # the counter was invalid, and one bin is not a histogram
+    (d,) = batch.dom
+    assert d.rx_power_dbm is None and d.laser_bias_ma == 6.5
+
+
+@given(st.one_of(st.floats(allow_nan=True), st.integers(), st.text(max_size=40), st.booleans(), st.none()))
+def test_bounded_either_returns_a_value_in_bounds_or_says_why(value: Any) -> None:
+    from collector.gnmi_values import Bad
+
+    try:
+        v = bounded(value, "dbm")
+    except Bad as exc:
+        assert exc.args[0] in {"not_a_number", "out_of_range", "wrong_type", "too_long"}
+    else:
+        assert -60.0 <= v <= 20.0
