@@ -22,6 +22,9 @@ leaf down (its links down, seen by its peers)      ``drain`` the hosts that lost
 switch silent while its collector reports, links   ``observe`` (its management plane, not its
 up at its peers                                    forwarding; or unknown: ``needs_review``)
 error rate on a server link, critical              ``checkpoint`` that host's jobs
+link predicted to fail (``link_degrading``) within  server link: ``checkpoint`` that host's jobs;
+``alerts.checkpoint_lead_s`` (2 h)                  uplink: as a lost uplink (efficiency model);
+                                                   a ``drain`` only once it actually fails
 anything else                                      ``observe``; ``checkpoint`` when a finding's
                                                    ``efficiency_loss`` reaches the threshold
 =================================================  ==========================================
@@ -49,6 +52,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal, TypedDict
 
 from analyzer.config import AlertsConfig
@@ -78,6 +82,12 @@ class ActionPolicy:
     checkpoint_interruption_probability: float = 0.5
     max_drain_hosts: int = 8
     max_drain_fraction: float = 0.01
+    drain_budget_hosts: int = 16
+    drain_budget_fraction: float = 0.05
+    max_checkpoint_hosts: int = 256
+    max_checkpoint_fraction: float = 0.5
+    #: A link predicted to fail sooner than this checkpoints the jobs it carries (issue 26).
+    checkpoint_lead_s: float = 7200.0
 
     @classmethod
     def from_config(cls, config: AlertsConfig) -> ActionPolicy:
@@ -86,11 +96,29 @@ class ActionPolicy:
             config.checkpoint_interruption_probability,
             config.max_drain_hosts,
             config.max_drain_fraction,
+            config.drain_budget_hosts,
+            config.drain_budget_fraction,
+            config.max_checkpoint_hosts,
+            config.max_checkpoint_fraction,
+            checkpoint_lead_s=config.checkpoint_lead_s,
         )
 
     def drain_limit(self, servers: int) -> int:
         """The most hosts one incident may drain in a fabric of ``servers`` servers."""
-        return min(self.max_drain_hosts, max(1, math.floor(self.max_drain_fraction * servers)))
+        return _limit(self.max_drain_hosts, self.max_drain_fraction, servers)
+
+    def drain_budget(self, servers: int) -> int:
+        """The most hosts all open incidents together may hold drained (:mod:`analyzer.budget`)."""
+        return _limit(self.drain_budget_hosts, self.drain_budget_fraction, servers)
+
+    def checkpoint_budget(self, servers: int) -> int:
+        """The most hosts all open incidents together may checkpoint at once."""
+        return _limit(self.max_checkpoint_hosts, self.max_checkpoint_fraction, servers)
+
+
+def _limit(hosts: int, fraction: float, servers: int) -> int:
+    """``hosts`` and ``fraction`` of ``servers`` both in force (the smaller wins), never below one host."""
+    return min(hosts, max(1, math.floor(fraction * servers)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,8 +218,12 @@ def _link(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdict:
         return _Verdict("checkpoint", tuple(hosts), "a PFC storm pauses the jobs behind its ports")
     _, switch, port = incident.key.split(":", 2)
     host = host_of(fabric, switch, port)
+    soon = _failing_soon(incident, policy)
     if host is None:  # an uplink: ECMP carries around it; the efficiency model decides
         down = any(f.rule in ("link_outage", "link_flapping") for f in incident.findings)
+        if soon and not down:
+            v = _by_loss(incident, policy, max(incident.efficiency_loss, uplink_loss(fabric, switch, 1)))
+            return _Verdict(v.action, v.hosts, f"{soon}; once it fails, {v.reason}")
         return _by_loss(incident, policy, max(incident.efficiency_loss, uplink_loss(fabric, switch, 1) if down else 0))
     if "link_flapping" in rules:
         return _Verdict("drain", (host,), f"{host}'s NIC link keeps flapping: NCCL times out on it")
@@ -205,10 +237,25 @@ def _link(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdict:
     ):
         # up again, but it was down long enough to kill the job on it: the same drain whenever we look
         return _Verdict("drain", (host,), f"{host}'s NIC link was down past the fatal outage; up again")
+    if soon:
+        return _Verdict("checkpoint", (host,), f"{soon}: checkpoint {host}'s jobs before it does")
     errors = next((f for f in incident.findings if f.rule == "error_rate"), None)
     if errors is not None and errors.severity == "critical":
         return _Verdict("checkpoint", (host,), f"{host}'s link corrupts frames at a critical rate")
     return _Verdict("observe", (), "the server link is up again")
+
+
+def _failing_soon(incident: Incident, policy: ActionPolicy) -> str:
+    """Why, when and how sure, if a ``link_degrading`` finding predicts failure within the lead."""
+    f = next((f for f in incident.findings if f.rule == "link_degrading"), None)
+    ttf = None if f is None else f.details.get("time_to_failure_s")
+    if f is None or not isinstance(ttf, int | float) or ttf > policy.checkpoint_lead_s:
+        return ""
+    when = "" if f.observed_at is None else f" (by {(f.observed_at + timedelta(seconds=ttf)).isoformat()})"
+    return (
+        f"its {f.details.get('basis')} trend predicts the link fails in {ttf / 60:.0f} min{when}, "
+        f"{_number(f.details.get('confidence')):.0%} sure"
+    )
 
 
 def _miswire(incident: Incident, fabric: Fabric) -> _Verdict:

@@ -44,9 +44,10 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from analyzer.actions import ACTION_ORDER, Action, Held, affected_jobs, merge_decision, stronger, worse
+from analyzer.budget import FleetLimits, FleetUse, awaiting_resume
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.findings import SEVERITY_ORDER
-from analyzer.incidents import Incident, memory_details
+from analyzer.incidents import Incident, memory_details, with_decision
 from analyzer.outbox import enqueue
 from analyzer.payloads import AlertRow, Event, alertmanager_labels, json_object, jsonable
 from fabric.errors import FabricmonError
@@ -130,6 +131,8 @@ async def sync_alerts(
     drain_limit: int | None = None,
     schedulers: Sequence[Policy] = (),
     idle_timeout_s: float | None = None,
+    fleet: FleetLimits | None = None,
+    resume_after_s: float = 0.0,
 ) -> SyncResult:
     """Apply one evaluation's decided incidents to the stored alerts (see the module docstring).
 
@@ -138,6 +141,9 @@ async def sync_alerts(
     (its fault may well be there still). ``drain_limit``: the circuit breaker's host limit, applied
     again to what an open incident's drains add up to. ``schedulers``: the scheduler actions each
     transition stores (:mod:`schedulers.outbox`). ``idle_timeout_s``: see :func:`lock_firing`.
+    ``fleet``: the drain budget and checkpoint breaker across incidents (:mod:`analyzer.budget`;
+    None: no fleet limit). ``resume_after_s``: how long a resolved incident stays clean before the
+    resume of its drained hosts is stored (:func:`schedulers.outbox.release_resumes`).
     Runs in one transaction.
     """
     if now.tzinfo is None:
@@ -150,6 +156,16 @@ async def sync_alerts(
         rows = await lock_firing(conn, idle_timeout_s)
         firing = {r["fingerprint"]: r for r in rows}
         sync = _Sync(conn, webhooks, external_url, schedulers)
+        use = await _fleet_use(conn, rows, fleet) if fleet is not None else None
+
+        # open incidents first: what they already hold is counted before a new one is admitted
+        present = [(firing[fp], current[fp]) for fp in current if fp in firing]
+        escalated = 0
+        for alert, event in await _update(conn, present, now, drain_limit, use):
+            await _timeline(conn, alert, event)
+            if event == "escalated":
+                escalated += 1
+                await sync.send(alert, "alert.firing")
 
         fired = pending = 0
         for fp, inc in current.items():
@@ -158,18 +174,12 @@ async def sync_alerts(
             if inc.pending:
                 pending += 1
                 continue
-            alert = await _fire(conn, inc, now)
-            if alert is not None:  # None: another analyzer opened it a moment ago
+            if use is not None and not inc.needs_review and (why := use.admit(inc.action, inc.action_hosts)):
+                inc = with_decision(inc, action="observe", needs_review=True, severity="critical", reason=why)
+            opened = await _fire(conn, inc, now)
+            if opened is not None:  # None: another analyzer opened it a moment ago
                 fired += 1
-                await sync.notify(alert, "alert.firing")
-
-        present = [(firing[fp], current[fp]) for fp in current if fp in firing]
-        escalated = 0
-        for alert, event in await _update(conn, present, now, drain_limit):
-            await _timeline(conn, alert, event)
-            if event == "escalated":
-                escalated += 1
-                await sync.send(alert, "alert.firing")
+                await sync.notify(opened, "alert.firing")
 
         cutoff = now - timedelta(seconds=hold_down_s)
         blind = frozenset(unobserved)
@@ -189,6 +199,8 @@ async def sync_alerts(
         )
         for rec in resolved:
             await sync.notify(AlertRow.from_record(rec), "alert.resolved")
+        if schedulers:
+            sync.actions += await scheduler_outbox.release_resumes(conn, now, resume_after_s, schedulers)
     return SyncResult(
         fired=fired,
         updated=len(present),
@@ -269,9 +281,30 @@ async def firing_details(conn: Connection) -> list[dict[str, Any]]:
     return [json_object(r["details"]) for r in rows]
 
 
-def _fields(inc: Incident, stored: Any = None) -> dict[str, Any]:
+async def _fleet_use(conn: Connection, firing: Sequence[Record], limits: FleetLimits) -> FleetUse:
+    """What open incidents (and resolved ones not resumed yet) already hold against the fleet limits."""
+    use = FleetUse(limits)
+    for r in firing:
+        if not r["needs_review"]:
+            use.hold(r["recommended_action"] or "observe", r["action_hosts"] or ())
+    use.hold("drain", await awaiting_resume(conn))
+    return use
+
+
+def notified_servers(stored: Any, scope: Any = None) -> set[str]:
+    """The servers receivers were told a firing incident touches (``details.notified_servers``;
+    an alert stored before it was kept: its scope's servers)."""
+    told = json_object(stored).get("notified_servers")
+    if isinstance(told, list):
+        return {str(s) for s in told}
+    servers = json_object(scope).get("servers")
+    return {str(s) for s in servers} if isinstance(servers, list) else set()
+
+
+def _fields(inc: Incident, stored: Any = None, notified: Collection[str] | None = None) -> dict[str, Any]:
     """The stored columns of ``inc``; ``stored``: the firing alert's ``details`` before this update
-    (the links a switch incident held are kept while it fires: a later round may see fewer)."""
+    (the links a switch incident held are kept while it fires: a later round may see fewer);
+    ``notified``: the servers receivers have been told of (its scope's when it opens)."""
     return {
         "summary": inc.summary,
         "scope": _json(inc.scope.as_dict()),
@@ -282,6 +315,7 @@ def _fields(inc: Incident, stored: Any = None) -> dict[str, Any]:
                 "efficiency_loss": inc.efficiency_loss,
                 **({"maintenance_windows": list(inc.windows)} if inc.maintenance else {}),
                 **memory_details(inc, json_object(stored)),
+                "notified_servers": sorted(inc.scope.servers if notified is None else notified),
             }
         ),
         "root_cause": _json(inc.root_cause),
@@ -323,7 +357,11 @@ async def _fire(conn: Connection, inc: Incident, now: datetime) -> AlertRow | No
 
 
 async def _update(
-    conn: Connection, present: Sequence[tuple[Record, Incident]], now: datetime, drain_limit: int | None
+    conn: Connection,
+    present: Sequence[tuple[Record, Incident]],
+    now: datetime,
+    drain_limit: int | None,
+    use: FleetUse | None = None,
 ) -> list[tuple[AlertRow, str]]:
     """Refresh still-present incidents in one statement; returns the ones that escalated or changed."""
     if not present:
@@ -335,12 +373,26 @@ async def _update(
     for rec, inc in present:
         stored = Held(rec["recommended_action"] or "observe", tuple(rec["action_hosts"] or ()), rec["needs_review"])
         held = merge_decision(stored, Held(inc.action, inc.action_hosts, inc.needs_review), drain_limit)
+        reason = inc.reason
+        if held.needs_review and not inc.needs_review:
+            # a breaker that held it back before keeps its own reason (review is sticky while open)
+            reason = (
+                rec["reason"]
+                if stored.needs_review and rec["reason"]
+                else (
+                    f"circuit breaker: the drains of this incident add up to {len(held.hosts)} hosts; a person decides"
+                )
+            )
+        elif use is not None and not held.needs_review:
+            before = set(stored.hosts) if stored.action == held.action and not stored.needs_review else set()
+            if not set(held.hosts) <= before and (why := use.admit(held.action, held.hosts)):
+                held, reason = Held("observe", held.hosts, True), why
         review, action, hosts = held.needs_review, held.action, list(held.hosts)
         severity = worse(rec["severity"], inc.severity)
-        reason = inc.reason
         if review and not inc.needs_review:
             severity = "critical"
-            reason = f"circuit breaker: the drains of this incident add up to {len(hosts)} hosts; a person decides"
+        told_servers = notified_servers(rec["details"], rec["scope"])
+        grew = bool(set(inc.scope.servers) - told_servers)  # the blast radius reaches new hosts
         told_sev = rec["notified_severity"] or rec["severity"]
         told_act = rec["notified_action"] or rec["recommended_action"] or "observe"
         rises = (
@@ -348,6 +400,7 @@ async def _update(
             or ACTION_ORDER[action] > ACTION_ORDER[told_act]
             or (review and not rec["needs_review"])
             or (action == "drain" and not set(hosts) <= set(rec["action_hosts"] or ()))
+            or grew
         )
         old_symptoms = sorted((s.get("rule"), s.get("key")) for s in _loaded(rec["symptoms"]))
         new_symptoms = sorted((f.rule, f.key) for f in inc.symptoms)
@@ -355,7 +408,7 @@ async def _update(
             events[rec["id"]] = "escalated"
         elif rec["rule"] != inc.rule or old_symptoms != new_symptoms:
             events[rec["id"]] = "changed"
-        f = _fields(inc, rec["details"])
+        f = _fields(inc, rec["details"], told_servers | set(inc.scope.servers))
         for key, value in (
             ("id", rec["id"]),
             ("rule", inc.rule),

@@ -41,6 +41,19 @@ class ThresholdsConfig(Section):
     #: An FCS/CRC error rate counts only when the window holds at least this many errors, so one
     #: stray error in a short window is not "120 errors per hour".
     error_min_count: int = Field(2, ge=1)
+    #: Link health (analyzer/link_health.py): trends are fitted over this window ...
+    link_window_s: float = Field(6 * 3600.0, gt=0)
+    #: ... the predicted frame loss is taken from the FEC bins of this last part of it ...
+    link_flr_window_s: float = Field(600.0, gt=0)
+    #: ... a link predicted to fail within this is ``link_degrading`` ...
+    link_horizon_s: float = Field(24 * 3600.0, gt=0)
+    #: ... when its trend is at least this sure (a step, such as a dirty connector, never is).
+    link_min_confidence: float = Field(0.6, ge=0, le=1)
+    #: The limits of a module that reports none of its own (SFF-8636/CMIS alarm levels of a
+    #: typical 400G module), and the pre-FEC BER past which RS(544,514) stops correcting.
+    rx_low_critical_dbm: float = Field(-10.0, ge=-60, le=20)
+    bias_high_critical_ma: float = Field(13.0, gt=0, le=1000)
+    pre_fec_ber_critical: float = Field(2.4e-4, gt=0, le=1)
 
 
 class SloConfig(Section):
@@ -139,11 +152,28 @@ class AlertsConfig(Section):
     checkpoint_efficiency_loss: float = Field(0.05, ge=0, le=1)
     #: ... or its job interruption probability (``details.interruption_probability``) reaches this.
     checkpoint_interruption_probability: float = Field(0.5, ge=0, le=1)
+    #: A link predicted to fail (analyzer/link_health.py) sooner than this checkpoints the jobs
+    #: it carries (issue 26); a drain follows only if it actually fails.
+    checkpoint_lead_s: float = Field(7200.0, gt=0, le=7 * 86400)
     #: Circuit breaker (analyzer/actions.py): one incident never recommends draining more hosts
     #: than this; above it the action is ``observe`` with ``needs_review`` and a person decides.
     max_drain_hosts: int = Field(8, ge=0)
     #: ... nor more than this share of the fabric's servers (never fewer than one host).
     max_drain_fraction: float = Field(0.01, ge=0, le=1)
+    #: Fabric-wide drain budget (analyzer/budget.py): the hosts drained by all open incidents
+    #: together (and by resolved ones not resumed yet) never exceed this; an incident whose drain
+    #: would is ``observe`` with ``needs_review``.
+    drain_budget_hosts: int = Field(16, ge=0)
+    #: ... nor this share of the fabric's servers (never fewer than one host); the smaller wins.
+    drain_budget_fraction: float = Field(0.05, ge=0, le=1)
+    #: Checkpoint circuit breaker: the hosts whose jobs all open incidents checkpoint at once never
+    #: exceed this; an incident whose checkpoint would is ``observe`` with ``needs_review``.
+    max_checkpoint_hosts: int = Field(256, ge=0)
+    #: ... nor this share of the fabric's servers (never fewer than one host); the smaller wins.
+    max_checkpoint_fraction: float = Field(0.5, ge=0, le=1)
+    #: A host drained for an incident is resumed only once the incident has stayed resolved this
+    #: long without re-opening (a re-open carries the resume to its own resolution).
+    resume_after_s: float = Field(600.0, ge=0, le=86400)
     #: A receiver answering 4xx (other than 408 and 429) this many times has the delivery marked
     #: failed: a client error does not heal by retrying.
     max_attempts_4xx: int = Field(5, ge=1)

@@ -4,7 +4,10 @@
 ``webhook_deliveries`` row per receiver, holding the exact body bytes that will be signed and
 sent, so a transition and its notifications commit or vanish together; the senders
 (:mod:`analyzer.webhooks`) pick them up from there. The row id is the
-``X-Fabricmon-Delivery`` header on every attempt.
+``X-Fabricmon-Delivery`` header on every attempt. A firing delivery not sent yet when a later
+transition of the same incident is stored for the same receiver is ``superseded`` then: the later
+body says what is true now (a drain held back by a breaker since, or an incident resolved since,
+is never sent as it was, not even by a sender that restarts).
 
 A receiver is identified in the table by :func:`webhook_key`, a hash of its URL and format:
 never its secret, and never the URL itself (which may carry credentials). Changing a
@@ -66,6 +69,14 @@ async def enqueue(
         ids.append(uuid.uuid4())
         keys.append(webhook_key(wh))
         payloads.append(bodies[wh.format])
+    # what receivers have not been sent yet of this incident is stale now: never sent (nor replayed
+    # after a restart); a delivery in flight may still arrive, and receivers dedupe by incident
+    await conn.execute(
+        """UPDATE webhook_deliveries SET status = 'superseded', last_error = 'superseded by a later delivery'
+           WHERE alert_id = $1 AND webhook = ANY($2::text[]) AND status = 'pending' AND event = 'alert.firing'""",
+        alert.id,
+        keys,
+    )
     await conn.execute(
         """INSERT INTO webhook_deliveries (id, alert_id, webhook, event, body)
            SELECT d.id, $2, d.webhook, $3, d.body

@@ -24,6 +24,7 @@ from typing import Any
 from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alertmanager import AlertmanagerPusher
 from analyzer.alerts import SyncResult, firing_details, require_review, sync_alerts
+from analyzer.budget import FleetLimits
 from analyzer.coverage import coverage, mark
 from analyzer.engine import Evaluation, context_for, evaluate, lookback_s
 from analyzer.incidents import Incident, Observation, correlate, held_links, hold_unconfirmed, ongoing_storms
@@ -61,6 +62,8 @@ class Round:
     observation: Observation
     #: The circuit breaker's host limit for this fabric.
     drain_limit: int
+    #: The drain budget and checkpoint breaker across incidents (analyzer/budget.py).
+    fleet: FleetLimits | None = None
 
 
 def confirm_s(config: Config) -> float:
@@ -97,7 +100,9 @@ async def evaluate_round(
     incidents = mark(decide_all(found, fabric, policy), cover, now)
     if first_seen is not None:
         incidents = hold_unconfirmed(incidents, first_seen, now, confirm_s(config))
-    return Round(ev, objectives, incidents, observation, policy.drain_limit(len(fabric.servers)))
+    servers = len(fabric.servers)
+    fleet = FleetLimits(policy.drain_budget(servers), policy.checkpoint_budget(servers))
+    return Round(ev, objectives, incidents, observation, policy.drain_limit(servers), fleet)
 
 
 async def round_report(
@@ -216,6 +221,8 @@ class AnalyzerService:
                 evaluated_rules=rnd.ev.evaluated_rules | {"collection"},
                 unobserved=rnd.observation.unobserved | rnd.observation.starting,
                 drain_limit=rnd.drain_limit,
+                fleet=rnd.fleet,
+                resume_after_s=self.config.alerts.resume_after_s,
                 schedulers=self.schedulers.policies,
                 idle_timeout_s=self._idle_timeout_s(),
             )

@@ -363,7 +363,7 @@ class DeliveryOut(Model):
     time: datetime = Field(description="when the transition stored it")
     webhook: str = Field(description="the receiver's key (a hash of its URL)")
     event: Literal["alert.firing", "alert.resolved"]
-    status: Literal["pending", "delivered", "failed"]
+    status: Literal["pending", "delivered", "failed", "superseded"]
     attempts: int
     delivered_at: datetime | None
     last_error: str | None

@@ -15,8 +15,10 @@ that what it does is right for the cluster as it is *now*, not as it was when th
   or otherwise out of service, and that no other firing incident's drain still holds get
   ``State=RESUME``; a node an admin drained (or drained again after us) stays drained;
 * **checkpoint**: ``scancel --signal=<checkpoint_signal> --batch <job>`` for each running job on
-  the hosts (while the incident is open). Each job's signal is recorded as it is sent, so a retry
-  never signals a job twice, and a job that ended meanwhile is noted, not a failure.
+  the hosts (while the incident is open and needs no review: a stored checkpoint of an incident
+  resolved, or held back by a breaker, since is never replayed, ``done``/``withheld``). Each
+  job's signal is recorded as it is sent, so a retry never signals a job twice, and a job that
+  ended meanwhile is noted, not a failure.
 
 ``dry_run`` does the reading and the deciding, records the commands it would run (status
 ``dry_run``) and runs none. A controller that is away leaves the action pending, retried with
@@ -211,9 +213,10 @@ class SlurmExecutor:
                 for host in wanted.values():
                     result[host] = f"the incident resolved before Slurm could be reached: no {row.action}"
                 return _Plan("done", (), (), result)
-            if review and row.action == "drain":
+            if review:  # a breaker (per incident, fleet budget, checkpoint) held it back since
+                done = "drained" if row.action == "drain" else "signalled"
                 for host in wanted.values():
-                    result[host] = "the incident needs review by now (a circuit breaker tripped): not drained"
+                    result[host] = f"the incident needs review by now (a circuit breaker tripped): not {done}"
                 return _Plan("withheld", (), (), result)
         if row.action == "checkpoint":
             return await self._plan_checkpoint(row, wanted, result)

@@ -6,9 +6,11 @@ drain it asks for commit or vanish together, exactly as its webhook deliveries d
 
 * an incident that fires or escalates with action ``drain`` stores a ``drain`` of its action hosts;
 * one whose drain the circuit breaker withheld (``needs_review``) stores a ``withheld`` row
-  naming the hosts it would have drained: never executed, always audited;
+  naming the hosts it would have drained: never executed, always audited (a ``checkpoint`` row
+  when the fleet's checkpoint breaker held it, :mod:`analyzer.budget`);
 * ``checkpoint``, when ``checkpoint_signal`` is set, stores a ``checkpoint`` of its hosts' jobs;
-* a resolve stores a ``resume`` of every host this incident's drains named (pending, done or dry
+* once an incident has stayed resolved for ``alerts.resume_after_s`` without re-opening
+  (:func:`release_resumes`), a ``resume`` of every host its drains named (pending, done or dry
   run), whatever its action became later; whether each node is really resumed is decided when it
   runs (:mod:`schedulers.executor`), against the scheduler's state at that moment.
 
@@ -25,9 +27,10 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from analyzer.budget import CHECKPOINT_BREAKER
 from analyzer.payloads import AlertRow
 from store.db import Connection, Pool, Record
 
@@ -163,22 +166,17 @@ async def enqueue(conn: Connection, alert: AlertRow, event: str, policies: Seque
     n = 0
     for p in policies:
         if event == "alert.resolved":
-            # a failed drain may have drained some nodes before it failed (scontrol applies a
-            # multi-node update node by node): resume checks each node anyway
-            hosts = await _hosts_of(conn, alert.id, p.scheduler, "drain", (*_DECIDED, "failed"))
-            if hosts:
-                await _insert(
-                    conn, alert.id, p.scheduler, "resume", sorted(hosts), f"incident {alert.id} resolved", "pending"
-                )
-                n += 1
-            continue
+            continue  # its resume waits until it has stayed resolved: release_resumes
         if not alert.action_hosts:
             continue
-        if alert.needs_review and p.drain:
-            new = set(alert.action_hosts) - await _hosts_of(conn, alert.id, p.scheduler, "drain", ("withheld",))
+        if alert.needs_review:
+            held: ActionKind = "checkpoint" if (alert.reason or "").startswith(CHECKPOINT_BREAKER) else "drain"
+            if not (p.drain if held == "drain" else p.checkpoint):
+                continue
+            new = set(alert.action_hosts) - await _hosts_of(conn, alert.id, p.scheduler, held, ("withheld",))
             if new:
-                why = alert.reason or "the circuit breaker withheld the drain"
-                await _insert(conn, alert.id, p.scheduler, "drain", alert.action_hosts, why, "withheld")
+                why = alert.reason or f"the circuit breaker withheld the {held}"
+                await _insert(conn, alert.id, p.scheduler, held, alert.action_hosts, why, "withheld")
                 n += 1
         elif alert.recommended_action in ("drain", "checkpoint") and (
             p.drain if alert.recommended_action == "drain" else p.checkpoint
@@ -189,6 +187,42 @@ async def enqueue(conn: Connection, alert: AlertRow, event: str, policies: Seque
                 reason = slurm_reason(alert)
                 await _insert(conn, alert.id, p.scheduler, action, sorted(new), reason, "pending")
                 n += 1
+    return n
+
+
+async def release_resumes(conn: Connection, now: datetime, resume_after_s: float, policies: Sequence[Policy]) -> int:
+    """Store the resume of every resolved incident that has stayed resolved ``resume_after_s`` by
+    ``now`` without re-opening (call inside the sync's transaction); how many rows were stored.
+
+    The resume names every host this incident's drains named (pending, done, dry run or failed: a
+    failed drain may have drained some nodes before it failed, scontrol applying a multi-node
+    update node by node; the executor checks each node anyway). An incident whose place fired
+    again (a later alert of the same fingerprint) that is still firing, or resolved less than
+    ``resume_after_s`` ago, keeps its hosts drained: a re-open within the window cancels the
+    resume, which then waits for the re-opened incident to stay clean in turn. A host is never
+    left drained for good by a flap, and never resumed into a fault that came back."""
+    cutoff = now - timedelta(seconds=resume_after_s)
+    n = 0
+    for p in policies:
+        rows = await conn.fetch(
+            """SELECT a.id, array_agg(DISTINCT h ORDER BY h) AS hosts
+               FROM alerts a JOIN scheduler_actions d ON d.alert_id = a.id, unnest(d.hosts) AS h
+               WHERE a.state = 'resolved' AND a.ended_at <= $2 AND d.scheduler = $1 AND d.action = 'drain'
+                 AND d.status IN ('pending', 'done', 'dry_run', 'failed')
+                 AND NOT EXISTS (SELECT 1 FROM scheduler_actions r
+                                 WHERE r.alert_id = a.id AND r.scheduler = $1 AND r.action = 'resume')
+                 AND NOT EXISTS (SELECT 1 FROM alerts b
+                                 WHERE b.fingerprint = a.fingerprint AND b.id > a.id
+                                   AND (b.state = 'firing' OR b.ended_at > $2))
+               GROUP BY a.id ORDER BY a.id""",
+            p.scheduler,
+            cutoff,
+        )
+        for r in rows:
+            clean = f" and stayed clean for {resume_after_s:g} s" if resume_after_s else ""
+            why = f"incident {r['id']} resolved{clean}"
+            await _insert(conn, r["id"], p.scheduler, "resume", list(r["hosts"]), why, "pending")
+            n += 1
     return n
 
 
@@ -356,6 +390,7 @@ __all__ = [
     "next_due",
     "note_commands",
     "record",
+    "release_resumes",
     "renew",
     "slurm_reason",
     "status_counts",
