@@ -72,7 +72,7 @@ async def enqueue(
     # what receivers have not been sent yet of this incident is stale now: never sent (nor replayed
     # after a restart); a delivery in flight may still arrive, and receivers dedupe by incident
     await conn.execute(
-        """UPDATE webhook_deliveries SET status = 'superseded', last_error = 'superseded by a later delivery'
+        """UPDATE webhook_deliveries SET status = 'superseded'
            WHERE alert_id = $1 AND webhook = ANY($2::text[]) AND status = 'pending' AND event = 'alert.firing'""",
         alert.id,
         keys,

@@ -471,7 +471,10 @@ async def test_end_to_end_a_flapping_cable_under_a_discovered_job_drains_its_nod
         analyzer = lb.config.analyzer.model_copy(update={"resolve_hold_down_s": 6.0})
         schedulers = {"slurm": {"slurm_conf": str(slurm.conf), "poll_s": 1, "command_timeout_s": 20}}
         cfg = lb.config.model_validate({**lb.config.model_dump(mode="json"), "schedulers": schedulers})
-        service = AnalyzerService(cfg.model_copy(update={"analyzer": analyzer}), lb.sim.fabric, lb.pool)
+        alerts = cfg.alerts.model_copy(update={"resume_after_s": 3.0})  # resumed 3 s after it stays clean
+        service = AnalyzerService(
+            cfg.model_copy(update={"analyzer": analyzer, "alerts": alerts}), lb.sim.fabric, lb.pool
+        )
         stop = asyncio.Event()
         task = asyncio.create_task(service.run(stop))
 
@@ -681,3 +684,64 @@ async def test_slurm_ids_are_discoverys_while_it_is_on(pool: asyncpg.Pool, slurm
                 assert body["type"].endswith("reserved-job-id") and "slurm:" in body["detail"]
             resp = await client.post("/v1/jobs", json={"id": "mine-42", "hosts": ["srv-g1-001"]})
             assert resp.status in (200, 201)
+
+
+async def sync_clean(pool: asyncpg.Pool, findings: list[Finding], at: datetime, resume_after_s: float) -> SyncResult:
+    """As :func:`sync`, with resumes released only after ``resume_after_s`` of clean resolution."""
+    incidents = decide_all(correlate(findings, FABRIC), FABRIC, ActionPolicy())
+    return await sync_alerts(
+        pool, incidents, now=at, hold_down_s=HOLD, webhooks=[], schedulers=(POLICY,), drain_limit=1,
+        resume_after_s=resume_after_s,
+    )  # fmt: skip
+
+
+async def test_a_drained_node_is_resumed_only_once_its_incident_has_stayed_clean(
+    pool: asyncpg.Pool, slurm: SlurmCluster
+) -> None:
+    clean = 30.0
+    executor = SlurmExecutor(pool, config(slurm))
+    t0 = datetime.now(UTC)
+    await sync_clean(pool, [server_link(3)], t0, clean)
+    await run_all(executor)
+    assert slurm.node("srv-g1-003").drained
+    end = t0 + timedelta(seconds=HOLD + 1)
+    r = await sync_clean(pool, [], end, clean)  # resolved: no resume yet
+    assert (r.resolved, r.actions) == (1, 0)
+    r = await sync_clean(pool, [], end + timedelta(seconds=clean - 1), clean)
+    assert r.actions == 0
+    await run_all(executor)
+    assert slurm.node("srv-g1-003").drained and slurm.resumes_logged("srv-g1-003") == 0
+    r = await sync_clean(pool, [], end + timedelta(seconds=clean), clean)  # clean for the whole window
+    assert r.actions == 1
+    await run_all(executor)
+    assert not slurm.node("srv-g1-003").drained and slurm.resumes_logged("srv-g1-003") == 1
+    assert [(a["action"], a["status"]) for a in await actions(pool)] == [("drain", "done"), ("resume", "done")]
+    assert "stayed clean for 30 s" in (await actions(pool))[-1]["reason"]
+
+
+async def test_a_reopen_within_the_clean_window_cancels_the_resume_until_it_is_clean_again(
+    pool: asyncpg.Pool, slurm: SlurmCluster
+) -> None:
+    clean = 30.0
+    executor = SlurmExecutor(pool, config(slurm))
+    t0 = datetime.now(UTC)
+    await sync_clean(pool, [server_link(3)], t0, clean)
+    await run_all(executor)
+    end = t0 + timedelta(seconds=HOLD + 1)
+    await sync_clean(pool, [], end, clean)
+    r = await sync_clean(pool, [server_link(3)], end + timedelta(seconds=10), clean)  # it flaps again
+    assert r.fired == 1
+    await run_all(executor)  # its drain finds the node still drained by fabricmon: nothing to run
+    end2 = end + timedelta(seconds=10 + HOLD)
+    r = await sync_clean(pool, [], end2, clean)  # the re-opened incident resolves in turn
+    assert r.resolved == 1
+    # the first incident has been resolved for longer than the window, but its place re-opened since
+    r = await sync_clean(pool, [], end2 + timedelta(seconds=clean - 1), clean)
+    assert r.actions == 0
+    await run_all(executor)
+    assert slurm.node("srv-g1-003").drained and slurm.resumes_logged("srv-g1-003") == 0
+    r = await sync_clean(pool, [], end2 + timedelta(seconds=clean), clean)
+    assert r.actions == 2  # both incidents' resumes: one node resumed, once
+    await run_all(executor)
+    assert not slurm.node("srv-g1-003").drained and slurm.resumes_logged("srv-g1-003") == 1
+    assert slurm.drains_logged("srv-g1-003") == 1
