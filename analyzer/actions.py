@@ -32,7 +32,8 @@ anything else                                      ``observe``; ``checkpoint`` w
 **Circuit breaker.** One incident never recommends draining more than ``alerts.max_drain_hosts``
 hosts (8) nor more than ``alerts.max_drain_fraction`` of the fabric's servers (1 %, but never
 fewer than one host, so a small fabric can still drain a host). Above that the action becomes
-``observe`` with ``needs_review: true`` and severity critical: a person decides.
+``observe`` with ``needs_review: true`` and severity critical: a person decides. Across
+incidents, the drain budget and the checkpoint breaker (:mod:`analyzer.budget`) do the same.
 
 **Severity** follows the action: ``critical`` when the incident recommends drain or checkpoint
 or needs review, else ``warning`` (``info`` when every finding is info). A downed uplink that

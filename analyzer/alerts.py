@@ -15,15 +15,18 @@ holding the firing alerts' row locks (so two analyzers take turns):
   ``needs_review``. ``maintenance`` follows the latest evaluation (an incident inside a window
   is observed; one that outlasts its window is acted on, and that is an escalation). No
   delivery, except on **escalation**: the severity or the action rises above what receivers were
-  told, review becomes needed, or a drain gains hosts. One more
+  told, review becomes needed, a drain gains hosts, or the blast radius grows (the scope reaches
+  servers receivers were not told of: ``details.notified_servers``, once per growth). One more
   ``alert.firing`` then carries the new state (same alert id). A change of root or symptoms
   without escalation is recorded in the timeline (``incident_events``) and sent to nobody;
 * a firing incident absent for at least ``hold_down_s`` since ``last_seen_at`` **resolves** with
   one ``alert.resolved`` delivery per webhook, carrying the action it held (what to undo).
 
 Each transition also stores the scheduler actions it asks for (a Slurm drain when it opens or
-escalates with action drain, a resume when it resolves: :mod:`schedulers.outbox`), in the same
-transaction, so an incident and its drain commit or vanish together.
+escalates with action drain: :mod:`schedulers.outbox`), in the same transaction, so an incident
+and its drain commit or vanish together; the resume is stored by the first sync after it has
+stayed resolved for ``resume_after_s``. The fleet-wide limits (:mod:`analyzer.budget`: the drain
+budget and the checkpoint breaker across incidents) are applied here too, under the same locks.
 
 All state is in the database: a restarted analyzer finds its firing incidents there, so it
 neither re-opens (the unique partial index ``alerts_one_firing``) nor forgets them. With
