@@ -34,7 +34,7 @@ from demo.receiver import Receiver
 from demo.runner import DemoError, DemoOptions, demo_config
 from drill.campaign import EVERYWHERE, Planned, footprints_meet, plan_campaign
 from drill.goals import DEFAULT_GOALS, Goal, judge
-from drill.score import Injected, Score, Seen, score, seen_from
+from drill.score import Injected, Score, Seen, names_place, score, seen_from
 from fabric.model import Fabric, FabricParams
 from simulator.nos import MIXED
 from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
@@ -232,6 +232,13 @@ class _Drill:
                 out.add(str(alert.get("fingerprint")))
         return out
 
+    def _named(self, ev: Planned, since: float) -> bool:
+        """Whether an incident naming the event's place (its root cause) has fired since ``since``:
+        only that ends a fault's wait, not a neighbour's incident that merely touches it."""
+        return any(d.event == "alert.firing" and d.at - self.t0 >= since
+                   and names_place(d.body.get("alert", {}).get("root_cause") or {}, ev.roots)
+                   for d in self.receiver.deliveries)  # fmt: skip
+
     async def _window(self, switch: str, seconds: float) -> None:
         now = datetime.now(UTC)
         window = Window(None, (switch,), (), (), now - timedelta(seconds=1), now + timedelta(seconds=seconds),
@@ -270,7 +277,7 @@ class _Drill:
             hold = {"flap_once": 2.0, "pfc_burst": 0.8 * interval, "planned_reboot": 5 + 4 * interval}.get(ev.kind, 0.0)
             await asyncio.sleep(hold)
         elif ev.must_detect:
-            await self._until(lambda: bool(self._fired_at(ev.places, start)), limit)
+            await self._until(lambda: self._named(ev, start), limit)
             await asyncio.sleep(2 * interval)
         else:
             await asyncio.sleep(6 * interval)

@@ -174,15 +174,17 @@ def seen_from(deliveries: Iterable[tuple[float, str, Mapping[str, Any]]]) -> lis
 
 def localizes(seen: Seen, event: Injected) -> bool:
     """Whether the incident's root cause names the event's place (top-1)."""
-    root = seen.root
+    return names_place(seen.root, event.roots)
+
+
+def names_place(root: Mapping[str, Any], roots: frozenset[tuple[str, str | None]]) -> bool:
+    """Whether a root cause (``switch``, ``port``, ``server``, ``rail``) is one of ``roots``."""
     switch, port, server, rail = root.get("switch"), root.get("port"), root.get("server"), root.get("rail")
-    if server is not None and rail is not None and (str(server), f"rail:{rail}") in event.roots:
+    if server is not None and rail is not None and (str(server), f"rail:{rail}") in roots:
         return True
     if switch is None:
         return False
-    return (str(switch), None if port is None else str(port)) in event.roots or (
-        port is None and (str(switch), None) in event.roots
-    )
+    return (str(switch), None if port is None else str(port)) in roots
 
 
 def _candidates(seen: Seen, events: Sequence[Injected], grace_s: float) -> list[Injected]:
