@@ -19,7 +19,8 @@ It speaks what a gRPC client needs and no more (RFC 9113, gRPC's PROTOCOL-HTTP2.
   status from trailers (``grpc-status``, percent-encoded ``grpc-message``), a Trailers-Only
   answer, HTTP statuses and RST_STREAM codes mapped as gRPC's spec maps them, GOAWAY;
 * keepalive PINGs while streams are open, the connection failed when one goes unanswered;
-* TLS with ALPN ``h2`` (an :class:`ssl.SSLContext` from the caller).
+* TLS with ALPN ``h2`` (an :class:`ssl.SSLContext` from the caller), by :mod:`wire.tls_layer`
+  over a plain socket transport, so read coalescing pauses the socket over TLS too.
 
 A switch is an untrusted peer, so nothing it sends grows our memory past a bound, and its
 faults end what RFC 9113 says they end:
@@ -98,6 +99,7 @@ from wire.h2_frames import (
     frame,
     grpc_message,
 )
+from wire.tls_layer import HANDSHAKE_TIMEOUT_S, TlsLayer
 
 __all__ = [
     "CONNECTION_WINDOW", "MAX_CONTINUATIONS", "MAX_CONTROL_REPLIES", "MAX_FRAME", "MAX_HEADER_BYTES", "MAX_MESSAGE",
@@ -125,8 +127,8 @@ MAX_CONTINUATIONS = 256
 #: message at a time (~1.5 KB): read as it comes, every message cost a wake-up, a syscall and a
 #: task switch of its own, the larger part of the collector's CPU. A few milliseconds late is
 #: nothing to 10 s samples; a peer with more to send than a pause's worth fills the socket's
-#: buffer and is read at once (a large read never pauses). Over TLS, asyncio's SSL layer goes on
-#: reading the socket while the protocol is paused, so only the protocol's side is saved there.
+#: buffer and is read at once (a large read never pauses). Over TLS the socket is paused too
+#: (:mod:`wire.tls_layer`, not asyncio's TLS, which goes on reading it), so TLS saves as much.
 COALESCE_BELOW = 64 << 10
 COALESCE_S = 0.02
 _UNLIMITED = 1 << 32
@@ -676,9 +678,11 @@ async def connect(
     keepalive_s: float = 30.0,
     keepalive_timeout_s: float = 20.0,
     coalesce_s: float = COALESCE_S,
+    handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
 ) -> Connection:
-    """A connected :class:`Connection` (TLS with ALPN ``h2`` when ``ssl_context`` is given);
-    ``coalesce_s``: see :data:`COALESCE_S` (0: every read as it comes)."""
+    """A connected :class:`Connection` (TLS with ALPN ``h2`` when ``ssl_context`` is given, the
+    certificate verified for ``server_name``, else ``host``); ``coalesce_s``: see :data:`COALESCE_S`
+    (0: every read as it comes)."""
     authority = f"{server_name or host}:{port}" if ":" not in host else f"[{host}]:{port}"
     loop = asyncio.get_running_loop()
 
@@ -689,19 +693,29 @@ async def connect(
     try:
         if ssl_context is None:
             _, conn = await loop.create_connection(protocol, host, port)
-        else:
-            transport, conn = await loop.create_connection(
-                protocol, host, port, ssl=ssl_context, server_hostname=server_name or host
-            )
-            if transport.get_extra_info("ssl_object").selected_alpn_protocol() != "h2":
-                transport.close()
-                raise RpcError(StatusCode.UNAVAILABLE, "TLS handshake: the server refused HTTP/2 (ALPN h2)")
-    except ssl.SSLError as exc:
-        raise RpcError(StatusCode.UNAVAILABLE, f"TLS handshake failed: {exc}") from exc
+            return conn
+        # Our own TLS layer, not create_connection(ssl=...): asyncio's keeps reading the socket
+        # while the protocol is paused, which undid read coalescing (wire/tls_layer.py).
+        name = server_name or host
+        _, layer = await loop.create_connection(
+            lambda: TlsLayer(protocol(), ssl_context, name, handshake_timeout_s), host, port
+        )
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno and not isinstance(exc, socket.gaierror) else str(exc)
         why = f"failed to connect to {host}:{port}: {reason}"
         raise RpcError(StatusCode.UNAVAILABLE, why) from exc
+    try:
+        await layer.handshake
+    except OSError as exc:  # ssl.SSLError (a refused certificate or name), a reset, the timeout
+        layer.transport.abort()
+        raise RpcError(StatusCode.UNAVAILABLE, f"TLS handshake failed: {exc}") from exc
+    except asyncio.CancelledError:
+        layer.transport.abort()
+        raise
+    conn = cast(Connection, layer.app)
+    if layer.ssl.selected_alpn_protocol() != "h2":
+        conn.close()
+        raise RpcError(StatusCode.UNAVAILABLE, "TLS handshake: the server refused HTTP/2 (ALPN h2)")
     return conn
 
 
@@ -711,6 +725,7 @@ def client_ssl_context(ca_file: str | None, cert_file: str | None, key_file: str
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT  # as strict as grpc's own TLS, no more (Python 3.13 sets it)
     ctx.set_alpn_protocols(["h2"])
+    ctx.options |= ssl.OP_NO_RENEGOTIATION  # TLS 1.2 renegotiation: gRPC peers never ask, and wire.tls_layer refuses it
     if cert_file:
         ctx.load_cert_chain(cert_file, key_file or None, password=_no_passphrase)
     return ctx
