@@ -18,6 +18,7 @@ from analyzer.config import AnalyzerConfig
 from analyzer.context import Check, CheckContext, RoundResults
 from analyzer.coverage import Coverage
 from analyzer.findings import SEVERITY_ORDER, Finding
+from analyzer.link_health import check_link_health
 from analyzer.oversubscription import check_oversubscription
 from analyzer.pfc import check_pfc_storms
 from analyzer.rails import check_ecmp, check_rail_capacity, check_rail_load
@@ -36,7 +37,7 @@ WORK_MEM = "128MB"
 CHECKS: dict[str, tuple[Check, ...]] = {
     "rail_symmetry": (check_cabling, check_rail_capacity, check_rail_load, check_ecmp),
     "oversubscription": (check_oversubscription,),
-    "stability": (check_flaps, check_outages, check_pfc_storms, check_errors),
+    "stability": (check_flaps, check_outages, check_pfc_storms, check_errors, check_link_health),
     "collection": (check_freshness, check_unreported_ports),
 }
 
@@ -52,6 +53,7 @@ RULES_OF: dict[Check, frozenset[str]] = {
     check_outages: frozenset({"link_outage"}),
     check_pfc_storms: frozenset({"pfc_storm"}),
     check_errors: frozenset({"error_rate"}),
+    check_link_health: frozenset({"link_degrading"}),
     check_freshness: frozenset({"stale_switch"}),
     check_unreported_ports: frozenset({"ports_unreported"}),
 }

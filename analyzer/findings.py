@@ -18,6 +18,8 @@ link_flapping               ``switch:port`` (the lower-tier end): flaps in the w
 link_outage                 ``switch:port``: down now, or a single outage over the fatal threshold
 pfc_storm                   ``switch:port:priority`` of the port where the storm started
 error_rate                  ``switch:port``: FCS/CRC or discard rate above threshold
+link_degrading              ``switch:port`` (the lower-tier end): optics/FEC trends predict the
+                            link fails within ``link_horizon_s`` (analyzer/link_health.py)
 switch_flapping             ``switch``: many ports of one switch flapping within seconds
 stale_switch                ``switch``: not heard from in ``stale_intervals`` intervals
 ports_unreported            ``switch``: reports, but some cabled ports sent no sample in

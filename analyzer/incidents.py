@@ -23,7 +23,8 @@ place (``key``)        root findings                               symptoms it c
                                                                    it, its neighbours, its rail
 ``link:SW:PORT``       ``link_outage``, ``link_flapping``,         drift on either end, its
                        ``error_rate``, ``pfc_storm`` (the storm's  rail's asymmetry and load,
-                       origin link), named by the lower-tier end   ECMP on the switches touched
+                       origin link), ``link_degrading``, named     ECMP on the switches touched
+                       by the lower-tier end
 ``miswire:SERVER``     ``miswire`` of server NICs; the GPUs of     the rails' load and asymmetry
                        one server, or one leaf pair, are one
 ``capacity:NAME``      ``oversubscription_drift`` that no link or  its rail's asymmetry and load
@@ -63,7 +64,7 @@ DERIVED = frozenset(
 SWITCH_RULES = frozenset({"stale_switch", "switch_flapping"})
 #: The findings of silence: what a collection failure produces.
 SILENCE = frozenset({"stale_switch", "ports_unreported"})
-LINK_RULES = frozenset({"link_outage", "link_flapping", "error_rate", "pfc_storm"})
+LINK_RULES = frozenset({"link_outage", "link_flapping", "error_rate", "pfc_storm", "link_degrading"})
 #: Which rule names an incident's root when several findings share its place (first wins).
 ROOT_ORDER: tuple[str, ...] = (
     "collection",
@@ -73,6 +74,7 @@ ROOT_ORDER: tuple[str, ...] = (
     "link_flapping",
     "pfc_storm",
     "miswire",
+    "link_degrading",
     "error_rate",
     "oversubscription_drift",
     "rail_capacity_asymmetry",

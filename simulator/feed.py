@@ -10,11 +10,17 @@ tables are derived exactly as in production.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+from collector.optics_decode import Invalid, OpenConfigOptics
 from collector.records import LldpNeighborReading, LldpReading, PortReading, Sink, TargetState
 from simulator.fabric_state import FabricState
+from simulator.gnmi_optics import openconfig_leaves
 from simulator.view import PortCounters
+from store.db import Connection
+from store.dom import write_dom
+from store.fec import write_fec
 
 
 def reading(switch: str, p: PortCounters, now_ns: int) -> PortReading:
@@ -74,3 +80,30 @@ async def feed_rounds(
         if progress is not None:
             progress(i)
     return clock[0]
+
+
+class OpticsFeed:
+    """Every reachable switch's transceivers and FEC, as OpenConfig leaves through the collector's
+    decoder (one per switch: it keeps the device's interface ↔ transceiver map), into the tables."""
+
+    def __init__(self, state: FabricState, invalid: Invalid | None = None) -> None:
+        self.state = state
+        self._invalid: Invalid = invalid or (lambda kind, n: None)
+        self._decoders: dict[str, OpenConfigOptics] = {}
+
+    async def feed(self, conn: Connection, now_ns: int) -> int:
+        """Write one sample of every optic at ``now_ns``; return the DOM rows written."""
+        at = datetime.fromtimestamp(now_ns / 1e9, tz=UTC)
+        written = 0
+        for name in self.state.switch_names():
+            info = self.state.switch(name)
+            if info is None or not info.reachable:
+                continue
+            dec = self._decoders.get(name)
+            if dec is None:
+                dec = self._decoders[name] = OpenConfigOptics(name, self._invalid)
+            leaves = [leaf for r in self.state.transceivers(name, now_ns) for leaf in openconfig_leaves(r)]
+            batch = dec.decode(at, leaves)
+            await write_fec(conn, batch.fec)
+            written += await write_dom(conn, batch.dom)
+        return written
