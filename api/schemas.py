@@ -234,6 +234,27 @@ class OversubscriptionOut(Page):
     items: list[RatioOut] = Field(description="every leaf and spine, highest ratio first")
 
 
+class LinkHealthOut(Model):
+    link: str = Field(description="the link's naming end (its lower-tier switch end), switch:port")
+    switch: str = Field(description="the end whose optics give the estimate (the worst end)")
+    port: str
+    peer: str | None = Field(description="node:port at the other end of that port; null when uncabled")
+    time_to_failure_s: float | None = Field(description="seconds until a threshold is crossed; null when no trend")
+    confidence: float = Field(ge=0, le=1, description="how sure the trend is (0 when no trend)")
+    basis: Literal["rx_power", "laser_bias", "pre_fec_ber"] | None = Field(
+        description="the series whose trend gives the estimate"
+    )
+    evidence: dict[str, Any] = Field(
+        description="rx power, laser bias, pre-FEC BER, predicted FLR, their thresholds (module or configured) "
+        "and slopes per hour"
+    )
+
+
+class LinksHealthOut(Page):
+    updated_at: datetime
+    items: list[LinkHealthOut] = Field(description="ranked by predicted time to failure, soonest first")
+
+
 class ObjectiveOut(Model):
     name: str
     description: str
