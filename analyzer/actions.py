@@ -86,7 +86,7 @@ class ActionPolicy:
     drain_budget_hosts: int = 16
     drain_budget_fraction: float = 0.05
     max_checkpoint_hosts: int = 256
-    max_checkpoint_fraction: float = 0.5
+    max_checkpoint_fraction: float = 1.0
     #: A link predicted to fail sooner than this checkpoints the jobs it carries (issue 26).
     checkpoint_lead_s: float = 7200.0
 

@@ -170,7 +170,7 @@ class AlertsConfig(Section):
     #: exceed this; an incident whose checkpoint would is ``observe`` with ``needs_review``.
     max_checkpoint_hosts: int = Field(256, ge=0)
     #: ... nor this share of the fabric's servers (never fewer than one host); the smaller wins.
-    max_checkpoint_fraction: float = Field(0.5, ge=0, le=1)
+    max_checkpoint_fraction: float = Field(1.0, ge=0, le=1)
     #: A host drained for an incident is resumed only once the incident has stayed resolved this
     #: long without re-opening (a re-open carries the resume to its own resolution).
     resume_after_s: float = Field(600.0, ge=0, le=86400)

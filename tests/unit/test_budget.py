@@ -30,7 +30,8 @@ def test_checkpoint_and_drain_are_counted_apart_and_observe_is_always_admitted()
 def test_budgets_from_the_policy_take_the_smaller_and_never_fall_below_one() -> None:
     p = ActionPolicy()
     assert (p.drain_budget(128), p.drain_budget(10_000), p.drain_budget(4)) == (6, 16, 1)
-    assert (p.checkpoint_budget(128), p.checkpoint_budget(10_000), p.checkpoint_budget(1)) == (64, 256, 1)
+    assert (p.checkpoint_budget(128), p.checkpoint_budget(10_000), p.checkpoint_budget(1)) == (128, 256, 1)
+    assert ActionPolicy(max_checkpoint_fraction=0.5).checkpoint_budget(128) == 64
 
 
 @given(
