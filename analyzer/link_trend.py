@@ -12,7 +12,8 @@ prediction (None): too little evidence, never a guess.
 
 **Trends** are Theil-Sen fits (the median of the pairwise slopes; robust to a third of the
 points being outliers, such as a FEC burst), with a confidence from how consistently the
-pairwise slopes agree in sign and how much the window covers. :func:`time_to_threshold` says
+pairwise slopes agree in sign, how much of the window they cover, and how far the change stands
+out of the scatter. :func:`time_to_threshold` says
 when the fitted line crosses a threshold, from the last point.
 """
 
@@ -22,6 +23,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+#: The fitted change over the window must be this many robust standard deviations of the scatter
+#: around the line for full confidence.
+SIGNAL_SIGMAS = 6.0
+#: A trend of fewer points than this is trusted in proportion (a 6 h window in buckets gives 60).
+FULL_POINTS = 30
 #: Bins of a histogram: S0..S15 (RS(544,514) corrects up to 15 symbols).
 BINS = 16
 FIRST_UNCORRECTABLE = 16
@@ -88,11 +94,16 @@ def theil_sen(ts: Sequence[float], ys: Sequence[float]) -> LineFit | None:
 
 
 def trend(ts: Sequence[float], ys: Sequence[float], window_s: float) -> Trend | None:
-    """Theil-Sen trend of at most the last 60 points (evenly thinned) with its confidence.
+    """Theil-Sen trend of at most 60 points (evenly thinned) with its confidence.
 
-    Confidence = (share of pairwise slopes with the fit's sign) x (span covered / ``window_s``,
-    at most 1) x (1 - 1/points): a consistent trend over the whole window with many points is
-    near 1; a step, a burst, or a few minutes of data are not.
+    Confidence = agreement x coverage x size x signal, each in [0, 1]: the share of pairwise
+    slopes with the fit's sign; the span covered / ``window_s``; ``points / FULL_POINTS`` (a dozen
+    noisy points agree by chance far too often); and how far the
+    fitted change over the span stands out of the scatter around the line,
+    ``min(1, |slope x span| / (SIGNAL_SIGMAS x sigma))`` with ``sigma`` = 1.4826 x the median
+    absolute residual (robust; a perfect line has sigma 0 and signal 1). A consistent trend over
+    the whole window is near 1; a step (at most half the pairs cross it), a burst, noise, or a few
+    minutes of data are not.
     """
     pts = sorted(zip(ts, ys, strict=True))
     if len(pts) > 60:
@@ -108,7 +119,11 @@ def trend(ts: Sequence[float], ys: Sequence[float], window_s: float) -> Trend | 
     sign = 1 if fit.slope > 0 else -1 if fit.slope < 0 else 0
     agree = sum(1 for s in slopes if s * sign > 0) / len(slopes) if sign else 0.0
     coverage = min(1.0, (t[-1] - t[0]) / window_s) if window_s > 0 else 1.0
-    return Trend(fit, round(agree * coverage * (1 - 1 / len(t)), 3), t[-1], len(t))
+    sigma = 1.4826 * _median([abs(v - fit.at(x)) for x, v in zip(t, y, strict=True)])
+    change = abs(fit.slope * (t[-1] - t[0]))
+    signal = 1.0 if sigma == 0 else min(1.0, change / (SIGNAL_SIGMAS * sigma))
+    size = min(1.0, len(t) / FULL_POINTS)
+    return Trend(fit, round(agree * coverage * size * signal, 3), t[-1], len(t))
 
 
 def time_to_threshold(tr: Trend, threshold: float, *, falling: bool) -> float | None:

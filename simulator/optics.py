@@ -8,6 +8,8 @@ codewords, symbol errors, and the pre-/post-FEC bit error ratio.
 
 The physics is a small closed model, deterministic for the seed and the fault history:
 
+* DOM readings carry a small uniform wobble (:data:`RX_NOISE_DB`, :data:`BIAS_NOISE_MA`, drawn
+  per second of the clock), as a real module's do;
 * received power falls by the link's extra loss (dB); the pre-FEC BER is
   ``10 ** (base + BER_PER_DB * loss)`` (a port's ``base`` is about -9, a healthy 400G PAM4
   link); symbol errors are independent, ``p_s = 1 - (1 - BER) ** 10``, so the number of errors
@@ -49,6 +51,10 @@ FAIL_BER = 5e-4
 BIAS_FAIL_MA = 15.0
 #: How much a ``fec_burst`` multiplies the BER while it lasts.
 BURST_BER_FACTOR = 1e4
+#: DOM readings wander by up to this much (uniform, a new draw every second of the clock), as real
+#: modules' do: a trend must stand out of it.
+RX_NOISE_DB = 0.05
+BIAS_NOISE_MA = 0.02
 #: Grid of the counters' integral while a loss changes: this many dB per step at most.
 DB_PER_STEP = 0.05
 _MIN_STEP_NS = 1_000_000
@@ -149,6 +155,7 @@ class PortOptic:
         self.bias0 = round(rng.uniform(6.5, 7.5), 2)
         self.temp0 = round(rng.uniform(38.0, 46.0), 1)
         self.base_log_ber = round(rng.uniform(-9.3, -8.7), 3)
+        self._noise_key = rng.getrandbits(64)
         #: fault id -> (kind, start ns, figure): "degrade" dB/h, "aging" mA/h, "dirty" dB, "burst" 0
         self.faults: dict[str, tuple[str, int, float]] = {}
         self.failed: set[str] = set()  # faults whose failure happened
@@ -228,13 +235,14 @@ class PortOptic:
         _, unc, _ = codeword_rates(ber, 1.0)
         post = unc * (CORRECTABLE_SYMBOLS + 1) * SYMBOL_BITS / (CODEWORD_SYMBOLS * SYMBOL_BITS)
         counts = [int(c) for c in cum]
-        rx = self.rx0 - loss
+        wobble = self.noise(t)
+        rx = self.rx0 - loss + RX_NOISE_DB * wobble
         return OpticReading(
             port=self.name,
             component=self.component,
             rx_power_dbm=round(rx, 3),
             tx_power_dbm=self.tx0,
-            laser_bias_ma=round(self.bias_ma(t), 3),
+            laser_bias_ma=round(self.bias_ma(t) + BIAS_NOISE_MA * self.noise(t + 1), 3),
             temperature_c=self.temp0,
             thresholds=thresholds,
             pre_fec_ber=ber,
@@ -244,6 +252,12 @@ class PortOptic:
             symbol_errors=counts[BINS + 1],
             fec_bins=tuple(counts[:BINS]),
         )
+
+    def noise(self, t: int) -> float:
+        """A deterministic draw in [-1, 1) for the second of ``t`` (the same for every reader)."""
+        h = (self._noise_key ^ (t // 1_000_000_000) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+        h = (h ^ (h >> 31)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+        return ((h ^ (h >> 29)) / 2**63) - 1.0
 
     def failure_at(self, t: int) -> int | None:
         """When, from ``t`` on and with the faults now in force, the optic fails (None: never)."""

@@ -7,7 +7,9 @@ without transceiver data is not a finding.
 
 Time is the simulator's stepped clock (10 s per round); rates are per hour and large (36 dB/h,
 36 mA/h) so a degradation reaches failure within minutes of simulated time, and the trend
-window is 2 minutes instead of 6 hours, in the same proportion.
+window is 5 minutes (30 samples) instead of 6 hours, the horizon an hour instead of a day. The
+simulated DOM wobbles (±0.05 dB, ±0.02 mA) on every port, so every healthy port is a chance for
+a false finding.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 LEAF = "lf-g1-r1"
 DOWN = [p for p in FABRIC.ports(LEAF) if p.peer is not None and p.direction == "down"]
 UP = [p for p in FABRIC.ports(LEAF) if p.peer is not None and p.direction == "up"]
-THRESHOLDS = {"link_window_s": 120.0, "link_flr_window_s": 30.0, "stale_intervals": 5.0}
+# the trend window is 30 samples (as 6 h of 60 s DOM is 60 buckets), the horizon 12 windows
+THRESHOLDS = {"link_window_s": 300.0, "link_flr_window_s": 30.0, "link_horizon_s": 3600.0, "stale_intervals": 5.0}
 
 
 @dataclass
@@ -132,10 +135,12 @@ async def test_optic_degrade_checkpoints_the_job_then_drains_once_the_link_fails
     await lab.step(3)
     await save_job(lab.pool, Job("train-1", (host,), T0, 10.0))
     lab.state.apply({"kind": "optic_degrade", "switch": LEAF, "port": port, "db_per_hour": 36.0})
-    await lab.step(12)  # two minutes: 1.2 dB lost, about 11 min to go
+    await lab.step(30)  # five minutes: 3 dB lost, about 8 min to go
     async with receiver() as (url, got), analyzing(lab, url) as service:
         await service.evaluate_once(lab.now, confirm=False)
-        (first,) = await delivered(got, 1)
+        items = await delivered(got, 1)
+        assert len(items) == 1, [(g["alert"]["rule"], g["alert"]["summary"]) for g in items]
+        (first,) = items
         alert = first["alert"]
         assert first["event"] == "alert.firing" and alert["rule"] == "link_degrading"
         assert first["recommended_action"] == "checkpoint" and first["action_hosts"] == [host]
@@ -149,7 +154,7 @@ async def test_optic_degrade_checkpoints_the_job_then_drains_once_the_link_fails
         assert alert["details"]["confidence"] >= 0.6
         evidence = alert["details"]["evidence"]
         assert evidence["rx_low_critical_dbm"] == -10.0 and evidence["thresholds_from"] == "module"
-        assert evidence["rx_power_dbm"] == pytest.approx(optic.rx0 - optic.loss_db(lab.clock[0]), abs=0.01)
+        assert evidence["rx_power_dbm"] == pytest.approx(optic.rx0 - optic.loss_db(lab.clock[0]), abs=0.06)
         assert evidence["pre_fec_ber"] > 1e-9 and evidence["rx_power_slope_per_hour"] == pytest.approx(-36, rel=0.05)
         assert "min" in alert["reason"] and "sure" in alert["reason"]
         # still up: no drain yet, and the next rounds repeat nothing
@@ -172,18 +177,19 @@ async def test_laser_aging_is_found_on_its_bias_trend(lab: Lab) -> None:
     port = DOWN[1].name
     await lab.step(2)
     lab.state.apply({"kind": "laser_aging", "switch": LEAF, "port": port, "ma_per_hour": 36.0})
-    await lab.step(12)
+    await lab.step(30)
     (f,) = await lab.degrading()
     assert f.key == f"{LEAF}:{port}" and f.details["basis"] == "laser_bias"
     left = (13.0 - lab.state.optics.of(LEAF, port).bias_ma(lab.clock[0])) / 0.01  # s to the module's critical
     assert f.details["time_to_failure_s"] == pytest.approx(left, rel=0.2)
 
 
+@pytest.mark.slow
 async def test_benign_faults_are_never_a_finding(lab: Lab) -> None:
     await lab.step(2)
     lab.state.apply({"kind": "dirty_connector", "switch": LEAF, "port": DOWN[2].name, "loss_db": 2.0})
     lab.state.apply({"kind": "fec_burst", "switch": LEAF, "port": UP[0].name, "duration_s": 20.0})
-    for _ in range(6):
+    for _ in range(12):
         await lab.step(3)
         assert await lab.degrading() == []
     async with lab.pool.acquire() as conn:

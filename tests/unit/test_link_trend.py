@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from hypothesis import given
@@ -70,7 +71,7 @@ def test_time_to_threshold_from_the_last_point() -> None:
     ts = [0.0, 600.0, 1200.0, 1800.0, 2400.0, 3000.0, 3600.0]
     rx = [-2.0 - t / 3600 for t in ts]  # 1 dB per hour, -3 dBm at the last point
     tr = trend(ts, rx, 3600.0)
-    assert tr is not None and tr.confidence == pytest.approx(1 - 1 / 7, abs=1e-3)
+    assert tr is not None and tr.confidence == pytest.approx(7 / 30, abs=1e-3)  # an exact line, few points
     assert time_to_threshold(tr, -10.0, falling=True) == pytest.approx(7 * 3600)  # 7 dB to go
     assert time_to_threshold(tr, -2.5, falling=True) == 0.0  # crossed already
     assert time_to_threshold(tr, -1.0, falling=False) is None  # moving away from it
@@ -101,4 +102,18 @@ def test_theil_sen_recovers_an_exact_line(slope: float, intercept: float, n: int
     ts = [float(i * 30) for i in range(n)]
     tr = trend(ts, [intercept + slope * t for t in ts], 30.0 * (n - 1))
     assert tr is not None and math.isclose(tr.fit.slope, slope, rel_tol=1e-6, abs_tol=1e-9)
-    assert tr.confidence == pytest.approx(1 - 1 / min(n, 60), abs=1e-3)  # every pair agrees, full window
+    assert tr.confidence == pytest.approx(min(1.0, min(n, 60) / 30), abs=1e-3)  # every pair agrees, full window
+
+
+@pytest.mark.parametrize("n", [12, 30, 60])
+def test_noise_alone_is_never_confident(n: int) -> None:
+    rng = random.Random(n)
+    ts = [float(t * 10) for t in range(n)]
+    worst = 0.0
+    for _ in range(300):
+        tr = trend(ts, [-2.0 + rng.uniform(-0.05, 0.05) for _ in ts], ts[-1])
+        assert tr is not None
+        worst = max(worst, tr.confidence)
+    assert worst < 0.6
+    fall = trend(ts, [-2.0 - 1.0 * t / ts[-1] + rng.uniform(-0.05, 0.05) for t in ts], ts[-1])
+    assert fall is not None and fall.confidence > (0.6 if n >= 30 else 0.35)  # 1 dB over the window stands out

@@ -72,8 +72,8 @@ def test_optic_degrade_lowers_rx_shifts_the_bins_up_then_fails_the_link() -> Non
     r0 = c.at(0, port)
     r1 = c.at(1, port)
     r2 = c.at(1, port)
-    assert r1.rx_power_dbm == pytest.approx(r0.rx_power_dbm - 1.0, abs=1e-3)
-    assert r2.rx_power_dbm == pytest.approx(r0.rx_power_dbm - 2.0, abs=1e-3)
+    assert r1.rx_power_dbm == pytest.approx(r0.rx_power_dbm - 1.0, abs=0.11)  # with the DOM's wobble
+    assert r2.rx_power_dbm == pytest.approx(r0.rx_power_dbm - 2.0, abs=0.11)
     assert r2.pre_fec_ber > r1.pre_fec_ber > r0.pre_fec_ber
     r5 = c.at(3, port)
     r6 = c.at(1, port)
@@ -92,7 +92,7 @@ def test_optic_degrade_lowers_rx_shifts_the_bins_up_then_fails_the_link() -> Non
     c.state.clear(c.state.active()[0].id)
     assert c.oper(port)
     back = c.at(1.0, port)
-    assert back.rx_power_dbm == pytest.approx(r0.rx_power_dbm) and back.fec_bins[0] > after.fec_bins[0]
+    assert back.rx_power_dbm == pytest.approx(r0.rx_power_dbm, abs=0.11) and back.fec_bins[0] > after.fec_bins[0]
 
 
 def test_laser_aging_raises_bias_at_constant_tx_until_the_laser_dies() -> None:
@@ -100,9 +100,9 @@ def test_laser_aging_raises_bias_at_constant_tx_until_the_laser_dies() -> None:
     port = uplink(c, "laser_aging", ma_per_hour=3600.0)  # 1 mA per second
     r0 = c.at(0, port)
     r3 = c.at(3, port)
-    assert r3.laser_bias_ma == pytest.approx(r0.laser_bias_ma + 3.0)
-    assert r3.tx_power_dbm == r0.tx_power_dbm and r3.rx_power_dbm == r0.rx_power_dbm
-    left = BIAS_FAIL_MA - r3.laser_bias_ma
+    assert r3.laser_bias_ma == pytest.approx(r0.laser_bias_ma + 3.0, abs=0.05)
+    assert r3.tx_power_dbm == r0.tx_power_dbm and r3.rx_power_dbm == pytest.approx(r0.rx_power_dbm, abs=0.11)
+    left = BIAS_FAIL_MA - c.state.optics.of(LEAF, port).bias_ma(c.now)
     c.at(left - 0.5, port)
     assert c.oper(port)
     c.at(1.0, port)
@@ -116,8 +116,8 @@ def test_dirty_connector_is_a_step_loss_then_stable_and_the_link_lives() -> None
     uplink(c, "dirty_connector", port=port, loss_db=2.0)
     r1 = c.at(1, port)
     r2 = c.at(3600, port)
-    assert r1.rx_power_dbm == pytest.approx(r0.rx_power_dbm - 2.0)
-    assert r2.rx_power_dbm == r1.rx_power_dbm and r2.pre_fec_ber == r1.pre_fec_ber
+    assert r1.rx_power_dbm == pytest.approx(r0.rx_power_dbm - 2.0, abs=0.11)
+    assert r2.rx_power_dbm == pytest.approx(r1.rx_power_dbm, abs=0.11) and r2.pre_fec_ber == r1.pre_fec_ber
     assert r2.rx_power_dbm > MODULE_THRESHOLDS.rx_low_warning_dbm and c.oper(port)
 
 
@@ -174,6 +174,14 @@ def test_fec_counters_never_go_back(rate: float, steps: list[float]) -> None:
         assert all(b >= a for a, b in zip(last.fec_bins, r.fec_bins, strict=True))
         assert r.fec_uncorrectable >= last.fec_uncorrectable and r.symbol_errors >= last.symbol_errors
         last = r
+
+
+def test_the_dom_wobble_is_small_deterministic_and_centred() -> None:
+    c = Clocked()
+    optic = c.state.optics.of(LEAF, next(p.name for p in FABRIC.ports(LEAF) if p.peer is not None))
+    draws = [optic.noise(c.now + k * S) for k in range(2000)]
+    assert all(-1.0 <= d < 1.0 for d in draws) and abs(sum(draws) / len(draws)) < 0.05
+    assert optic.noise(c.now) == optic.noise(c.now + S // 2)  # one draw per second, whoever reads
 
 
 def test_codeword_rates_are_a_poisson_split_of_the_codewords() -> None:
