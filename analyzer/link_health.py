@@ -22,8 +22,11 @@ of the link) reports a link whose time to failure is within ``thresholds.link_ho
 :mod:`analyzer.actions` turns one within ``alerts.checkpoint_lead_s`` into a ``checkpoint``. A
 port with no transceiver data is not a finding: nothing is guessed.
 
-Series are averaged per bucket (a sixtieth of the window; the points' mean time) in SQL, so a 16K-GPU fabric sends at
-most 60 points per port whatever the DOM interval.
+Each trend is fitted at two scales, the whole window in 60 buckets and its last third in 30 (a
+fast degradation shows in the recent one hours before it fills the window); the earliest
+confident estimate wins. Series are averaged per bucket (the points' mean time) in SQL, so a
+port sends at most 90 points whatever the DOM interval. The check runs every evaluation: at
+16K GPUs (~80K ports) that is ~7M rows a round, not measured yet (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ from store.db import Connection
 from store.records import from_int8
 
 _BUCKETS = 60
+#: The recent scale: the last third of the window, in 30 buckets (a trend is fully trusted from 30).
+SHORT = 3
+_SHORT_BUCKETS = 30
 
 _DOM_SQL = """
 SELECT switch, port, time_bucket(make_interval(secs => $3), time) AS b,
@@ -112,8 +118,9 @@ class PortHealth:
 
 
 @dataclass(slots=True)
-class _Series:
-    ts: list[float] = field(default_factory=list)
+class Series:
+    """One port's DOM and BER points in the window (seconds, value), and its module's thresholds."""
+
     rx: list[float] = field(default_factory=list)
     rx_ts: list[float] = field(default_factory=list)
     bias: list[float] = field(default_factory=list)
@@ -125,13 +132,13 @@ class _Series:
     bias_crit: float | None = None
 
 
-async def link_health(conn: Connection, now: datetime, limits: LinkLimits) -> list[PortHealth]:
-    """Every port with optics or FEC data in the window, with its estimate (unranked)."""
-    since = now - timedelta(seconds=limits.window_s)
-    bucket = max(1.0, limits.window_s / _BUCKETS)
-    series: dict[tuple[str, str], _Series] = {}
+async def _read(conn: Connection, now: datetime, window_s: float, points: int) -> dict[tuple[str, str], Series]:
+    """DOM and BER of the last ``window_s`` in ``points`` buckets per port."""
+    since = now - timedelta(seconds=window_s)
+    bucket = max(1.0, window_s / points)
+    series: dict[tuple[str, str], Series] = {}
     for r in await conn.fetch(_DOM_SQL, since, now, bucket):
-        s = series.setdefault((r["switch"], r["port"]), _Series())
+        s = series.setdefault((r["switch"], r["port"]), Series())
         if r["rx"] is not None:
             s.rx_ts.append(float(r["t"]))
             s.rx.append(float(r["rx"]))
@@ -140,15 +147,22 @@ async def link_health(conn: Connection, now: datetime, limits: LinkLimits) -> li
             s.bias.append(float(r["bias"]))
         s.rx_warn, s.rx_crit, s.bias_crit = r["rx_warn"], r["rx_crit"], r["bias_crit"]
     for r in await conn.fetch(_BER_SQL, since, now, bucket):
-        s = series.setdefault((r["switch"], r["port"]), _Series())
+        s = series.setdefault((r["switch"], r["port"]), Series())
         s.ber_ts.append(float(r["t"]))
         s.log_ber.append(float(r["log_ber"]))
+    return series
+
+
+async def link_health(conn: Connection, now: datetime, limits: LinkLimits) -> list[PortHealth]:
+    """Every port with optics or FEC data in the window, with its estimate (unranked)."""
+    series = await _read(conn, now, limits.window_s, _BUCKETS)
+    recent = await _read(conn, now, limits.window_s / SHORT, _SHORT_BUCKETS)
     flr: dict[tuple[str, str], tuple[float | None, float | None]] = {}
     flr_since = now - timedelta(seconds=limits.flr_window_s)
     for r in await conn.fetch(_BINS_SQL, flr_since, now):
         flr[(r["switch"], r["port"])] = (_flr(r["first_bins"], r["last_bins"]), r["pre_fec_ber"])
-        series.setdefault((r["switch"], r["port"]), _Series())
-    return [_judge(key, s, flr.get(key, (None, None)), limits) for key, s in sorted(series.items())]
+        series.setdefault((r["switch"], r["port"]), Series())
+    return [judge(key, s, flr.get(key, (None, None)), limits, recent.get(key)) for key, s in sorted(series.items())]
 
 
 def _flr(first: list[int] | None, last: list[int] | None) -> float | None:
@@ -160,7 +174,16 @@ def _flr(first: list[int] | None, last: list[int] | None) -> float | None:
     return predicted_flr(delta)
 
 
-def _judge(key: tuple[str, str], s: _Series, flr: tuple[float | None, float | None], limits: LinkLimits) -> PortHealth:
+def judge(
+    key: tuple[str, str],
+    s: Series,
+    flr: tuple[float | None, float | None],
+    limits: LinkLimits,
+    recent: Series | None = None,
+) -> PortHealth:
+    """One port's estimate: ``s`` the whole window, ``recent`` its last ``1/SHORT`` (finer buckets,
+    so a fast degradation is seen before it fills the window); ``flr``: (predicted FLR, latest
+    pre-FEC BER) or Nones. The earliest confident time to threshold of either scale wins."""
     rx_crit = s.rx_crit if s.rx_crit is not None else limits.rx_low_critical_dbm
     bias_crit = s.bias_crit if s.bias_crit is not None else limits.bias_high_critical_ma
     candidates: list[tuple[float, float, str]] = []
@@ -175,18 +198,21 @@ def _judge(key: tuple[str, str], s: _Series, flr: tuple[float | None, float | No
         "pre_fec_ber_critical": limits.pre_fec_ber_critical,
         "predicted_flr": flr[0],
     }
-    for name, ts, ys, threshold, falling in (
-        ("rx_power", s.rx_ts, s.rx, rx_crit, True),
-        ("laser_bias", s.bias_ts, s.bias, bias_crit, False),
-        ("pre_fec_ber", s.ber_ts, s.log_ber, math.log10(limits.pre_fec_ber_critical), False),
-    ):
-        tr = trend(ts, ys, limits.window_s)
-        if tr is None:
-            continue
-        evidence[f"{name}_slope_per_hour"] = _per_hour(tr, name)
-        ttt = time_to_threshold(tr, threshold, falling=falling)
-        if ttt is not None and tr.confidence >= limits.min_confidence:
-            candidates.append((ttt, tr.confidence, name))
+    scales = [(s, limits.window_s)] + ([(recent, limits.window_s / SHORT)] if recent is not None else [])
+    for scale, (ser, window_s) in enumerate(scales):
+        for name, ts, ys, threshold, falling in (
+            ("rx_power", ser.rx_ts, ser.rx, rx_crit, True),
+            ("laser_bias", ser.bias_ts, ser.bias, bias_crit, False),
+            ("pre_fec_ber", ser.ber_ts, ser.log_ber, math.log10(limits.pre_fec_ber_critical), False),
+        ):
+            tr = trend(ts, ys, window_s)
+            if tr is None:
+                continue
+            if scale == 0 or f"{name}_slope_per_hour" not in evidence:
+                evidence[f"{name}_slope_per_hour"] = _per_hour(tr, name)
+            ttt = time_to_threshold(tr, threshold, falling=falling)
+            if ttt is not None and tr.confidence >= limits.min_confidence:
+                candidates.append((ttt, tr.confidence, name))
     h = PortHealth(key[0], key[1], evidence=evidence)
     if candidates:
         ttt, confidence, name = min(candidates)
