@@ -28,6 +28,7 @@ from bench import (
     sim_scale,
     snmp_collector,
     spool_io,
+    tls_read,
     topology_build,
     writer_copy,
 )
@@ -66,6 +67,7 @@ BENCHMARKS = {
     "gnmi_collector": gnmi_collector.run,
     "h2_reader": h2_reader.run,
     "link_health": link_health.run,
+    "tls_read": tls_read.run,
     "collect_e2e": collect_e2e.run,
     "shard_failover": shard_failover.run,
     "snmp_collector": snmp_collector.run,
