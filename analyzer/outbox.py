@@ -110,4 +110,3 @@ async def deliveries_of(pool: Pool, alert_id: int) -> list[dict[str, Any]]:
         alert_id,
     )
     return [dict(r) for r in rows]
-
