@@ -20,6 +20,7 @@ when the fitted line crosses a threshold, from the last point.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -84,12 +85,16 @@ class Trend:
 
 def theil_sen(ts: Sequence[float], ys: Sequence[float]) -> LineFit | None:
     """Median of pairwise slopes; intercept the median of ``y - slope t``. None: < 2 distinct t."""
-    slopes = [
-        (ys[j] - ys[i]) / (ts[j] - ts[i]) for i in range(len(ts)) for j in range(i + 1, len(ts)) if ts[j] != ts[i]
-    ]
-    if not slopes:
-        return None
-    slope = _median(slopes)
+    slopes = _slopes(ts, ys)
+    return None if not slopes else _fit(ts, ys, _median(slopes))
+
+
+def _slopes(ts: Sequence[float], ys: Sequence[float]) -> list[float]:
+    n = len(ts)
+    return [(ys[j] - ys[i]) / (ts[j] - ts[i]) for i in range(n) for j in range(i + 1, n) if ts[j] != ts[i]]
+
+
+def _fit(ts: Sequence[float], ys: Sequence[float], slope: float) -> LineFit:
     return LineFit(_median([y - slope * t for t, y in zip(ts, ys, strict=True)]), slope)
 
 
@@ -112,12 +117,14 @@ def trend(ts: Sequence[float], ys: Sequence[float], window_s: float) -> Trend | 
     if len(pts) < 3:
         return None
     t, y = [p[0] for p in pts], [p[1] for p in pts]
-    fit = theil_sen(t, y)
-    if fit is None:
+    slopes = _slopes(t, y)
+    if not slopes:
         return None
-    slopes = [(y[j] - y[i]) / (t[j] - t[i]) for i in range(len(t)) for j in range(i + 1, len(t)) if t[j] != t[i]]
+    slopes.sort()
+    n = len(slopes)
+    fit = _fit(t, y, slopes[n // 2] if n % 2 else (slopes[n // 2 - 1] + slopes[n // 2]) / 2)
     sign = 1 if fit.slope > 0 else -1 if fit.slope < 0 else 0
-    agree = sum(1 for s in slopes if s * sign > 0) / len(slopes) if sign else 0.0
+    agree = (bisect_left(slopes, 0.0) if sign < 0 else n - bisect_right(slopes, 0.0)) / n if sign else 0.0
     coverage = min(1.0, (t[-1] - t[0]) / window_s) if window_s > 0 else 1.0
     sigma = 1.4826 * _median([abs(v - fit.at(x)) for x, v in zip(t, y, strict=True)])
     change = abs(fit.slope * (t[-1] - t[0]))

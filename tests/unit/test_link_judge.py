@@ -54,3 +54,18 @@ def test_the_modules_threshold_wins_over_the_configured_one() -> None:
 def test_no_series_is_no_estimate() -> None:
     h = judge(("sw", "p"), Series(), (None, None), LIMITS)
     assert h.time_to_failure_s is None and h.confidence == 0.0 and h.evidence["rx_power_dbm"] is None
+
+
+def test_a_series_nowhere_near_its_threshold_skips_the_robust_fit() -> None:
+    def creep(t: float) -> float:
+        return -2.0 - 0.001 * t / 3600.0  # 1 mdB/h: 8,000 h from -10 dBm, past 10 horizons
+
+    def rising(t: float) -> float:
+        return -2.0 + 0.5 * t / 3600.0  # moving away from a low threshold
+
+    for shape in (creep, rising):
+        h = judge(("sw", "p"), series(LIMITS.window_s, 60, shape), (None, None), LIMITS)
+        assert h.time_to_failure_s is None and "rx_power_slope_per_hour" not in h.evidence
+    near = judge(("sw", "p"), series(LIMITS.window_s, 60, lambda t: -9.0 - 0.5 * t / 3600.0), (None, None), LIMITS)
+    assert near.evidence["rx_power_slope_per_hour"] == pytest.approx(-0.5, abs=0.05)
+    assert near.time_to_failure_s == pytest.approx(2 * 3600, rel=0.1)  # -9 dBm now, 1 dB to go at 0.5 dB/h
