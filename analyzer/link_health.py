@@ -55,16 +55,43 @@ SELECT switch, port, time_bucket(make_interval(secs => $3), time) AS b,
        avg(extract(epoch FROM time)) AS t, avg(rx_power_dbm) AS rx, avg(laser_bias_ma) AS bias,
        last(rx_low_warning_dbm, time) AS rx_warn, last(rx_low_critical_dbm, time) AS rx_crit,
        last(bias_high_critical_ma, time) AS bias_crit
-FROM transceiver_dom
+FROM transceiver_dom d JOIN unnest($4::text[], $5::text[]) AS k(sw, pt) ON d.switch = k.sw AND d.port = k.pt
 WHERE time > $1 AND time <= $2
 GROUP BY switch, port, 3
 ORDER BY switch, port, 3
 """
 
+#: Per port, one pass (a hash aggregate): the latest values and thresholds, and least-squares
+#: lines (seconds before $2) that say which ports need the bucketed series and robust fits.
+_DOM_SUMMARY_SQL = """
+SELECT switch, port, max(extract(epoch FROM time))::float8 AS t,
+       last(rx_power_dbm, time) AS rx, last(laser_bias_ma, time) AS bias,
+       regr_slope(rx_power_dbm, extract(epoch FROM time - $2)::float8) AS rx_slope,
+       regr_intercept(rx_power_dbm, extract(epoch FROM time - $2)::float8) AS rx_icpt,
+       regr_slope(laser_bias_ma, extract(epoch FROM time - $2)::float8) AS bias_slope,
+       regr_intercept(laser_bias_ma, extract(epoch FROM time - $2)::float8) AS bias_icpt,
+       max(extract(epoch FROM time - $2))::float8 AS rel,
+       last(rx_low_warning_dbm, time) AS rx_warn, last(rx_low_critical_dbm, time) AS rx_crit,
+       last(bias_high_critical_ma, time) AS bias_crit
+FROM transceiver_dom
+WHERE time > $1 AND time <= $2
+GROUP BY switch, port
+"""
+
+_BER_SUMMARY_SQL = """
+SELECT switch, port, max(extract(epoch FROM time))::float8 AS t, last(log(pre_fec_ber), time) AS log_ber,
+       regr_slope(log(pre_fec_ber), extract(epoch FROM time - $2)::float8) AS slope,
+       regr_intercept(log(pre_fec_ber), extract(epoch FROM time - $2)::float8) AS icpt,
+       max(extract(epoch FROM time - $2))::float8 AS rel
+FROM port_fec
+WHERE time > $1 AND time <= $2 AND pre_fec_ber > 0
+GROUP BY switch, port
+"""
+
 _BER_SQL = """
 SELECT switch, port, time_bucket(make_interval(secs => $3), time) AS b,
        avg(extract(epoch FROM time)) AS t, avg(log(pre_fec_ber)) AS log_ber
-FROM port_fec
+FROM port_fec f JOIN unnest($4::text[], $5::text[]) AS k(sw, pt) ON f.switch = k.sw AND f.port = k.pt
 WHERE time > $1 AND time <= $2 AND pre_fec_ber > 0
 GROUP BY switch, port, 3
 ORDER BY switch, port, 3
@@ -132,12 +159,15 @@ class Series:
     bias_crit: float | None = None
 
 
-async def _read(conn: Connection, now: datetime, window_s: float, points: int) -> dict[tuple[str, str], Series]:
-    """DOM and BER of the last ``window_s`` in ``points`` buckets per port."""
+async def _read(
+    conn: Connection, now: datetime, window_s: float, points: int, ports: list[tuple[str, str]]
+) -> dict[tuple[str, str], Series]:
+    """DOM and BER of ``ports`` over the last ``window_s``, in ``points`` buckets per port."""
     since = now - timedelta(seconds=window_s)
     bucket = max(1.0, window_s / points)
     series: dict[tuple[str, str], Series] = {}
-    for r in await conn.fetch(_DOM_SQL, since, now, bucket):
+    keys = ([sw for sw, _ in ports], [p for _, p in ports])
+    for r in await conn.fetch(_DOM_SQL, since, now, bucket, *keys):
         s = series.setdefault((r["switch"], r["port"]), Series())
         if r["rx"] is not None:
             s.rx_ts.append(float(r["t"]))
@@ -146,23 +176,65 @@ async def _read(conn: Connection, now: datetime, window_s: float, points: int) -
             s.bias_ts.append(float(r["t"]))
             s.bias.append(float(r["bias"]))
         s.rx_warn, s.rx_crit, s.bias_crit = r["rx_warn"], r["rx_crit"], r["bias_crit"]
-    for r in await conn.fetch(_BER_SQL, since, now, bucket):
+    for r in await conn.fetch(_BER_SQL, since, now, bucket, *keys):
         s = series.setdefault((r["switch"], r["port"]), Series())
         s.ber_ts.append(float(r["t"]))
         s.log_ber.append(float(r["log_ber"]))
     return series
 
 
+def _near(slope: float | None, icpt: float | None, rel: float, threshold: float, falling: bool, horizon: float) -> bool:
+    """Whether a least-squares line (value = icpt + slope x rel) may reach ``threshold`` soon."""
+    if slope is None or icpt is None:
+        return False
+    return not _hopeless(
+        [rel - 1.0, rel], [icpt + slope * (rel - 1.0), icpt + slope * rel], threshold, falling, horizon
+    )
+
+
 async def link_health(conn: Connection, now: datetime, limits: LinkLimits) -> list[PortHealth]:
-    """Every port with optics or FEC data in the window, with its estimate (unranked)."""
-    series = await _read(conn, now, limits.window_s, _BUCKETS)
-    recent = await _read(conn, now, limits.window_s / SHORT, _SHORT_BUCKETS)
+    """Every port with optics or FEC data in the window, with its estimate (unranked).
+
+    One pass over the window gives each port's latest values and least-squares lines; only the
+    ports whose line may reach a threshold (:func:`_hopeless`) get the bucketed series at both
+    scales and the robust fits. The others are listed with their latest values and no estimate.
+    """
+    since = now - timedelta(seconds=limits.window_s)
+    latest: dict[tuple[str, str], Series] = {}
+    candidates: set[tuple[str, str]] = set()
+    horizon = limits.horizon_s
+    for r in await conn.fetch(_DOM_SUMMARY_SQL, since, now):
+        key = (r["switch"], r["port"])
+        s = latest[key] = Series(rx_warn=r["rx_warn"], rx_crit=r["rx_crit"], bias_crit=r["bias_crit"])
+        if r["rx"] is not None:
+            s.rx_ts, s.rx = [r["t"]], [r["rx"]]
+        if r["bias"] is not None:
+            s.bias_ts, s.bias = [r["t"]], [r["bias"]]
+        rx_crit = limits.rx_low_critical_dbm if r["rx_crit"] is None else r["rx_crit"]
+        bias_crit = limits.bias_high_critical_ma if r["bias_crit"] is None else r["bias_crit"]
+        if _near(r["rx_slope"], r["rx_icpt"], r["rel"], rx_crit, True, horizon) or _near(
+            r["bias_slope"], r["bias_icpt"], r["rel"], bias_crit, False, horizon
+        ):
+            candidates.add(key)
+    ber_crit = math.log10(limits.pre_fec_ber_critical)
+    for r in await conn.fetch(_BER_SUMMARY_SQL, since, now):
+        key = (r["switch"], r["port"])
+        s = latest.setdefault(key, Series())
+        s.ber_ts, s.log_ber = [r["t"]], [r["log_ber"]]
+        if _near(r["slope"], r["icpt"], r["rel"], ber_crit, False, horizon):
+            candidates.add(key)
+    ports = sorted(candidates)
+    series = await _read(conn, now, limits.window_s, _BUCKETS, ports) if ports else {}
+    recent = await _read(conn, now, limits.window_s / SHORT, _SHORT_BUCKETS, ports) if ports else {}
     flr: dict[tuple[str, str], tuple[float | None, float | None]] = {}
     flr_since = now - timedelta(seconds=limits.flr_window_s)
     for r in await conn.fetch(_BINS_SQL, flr_since, now):
         flr[(r["switch"], r["port"])] = (_flr(r["first_bins"], r["last_bins"]), r["pre_fec_ber"])
-        series.setdefault((r["switch"], r["port"]), Series())
-    return [judge(key, s, flr.get(key, (None, None)), limits, recent.get(key)) for key, s in sorted(series.items())]
+        latest.setdefault((r["switch"], r["port"]), Series())
+    return [
+        judge(key, series.get(key, s), flr.get(key, (None, None)), limits, recent.get(key))
+        for key, s in sorted(latest.items())
+    ]
 
 
 def _flr(first: list[int] | None, last: list[int] | None) -> float | None:
