@@ -22,7 +22,7 @@ from fabric.design import design_report
 from fabric.inventory import load_inventory
 from fabric.netbox_import import NetboxData
 from tests.support.netbox_server import TOKEN, V2_TOKEN, NetboxStandIn, netbox, recorded
-from tests.unit.test_netbox_import import EXPECTED, links, validator
+from tests.unit.test_netbox_import import EXPECTED, SCHEMA, links, validator
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -135,4 +135,5 @@ async def test_pages_joined_are_netbox_s_list_in_order() -> None:
     assert data.interfaces == recorded("dcim/interfaces/", {"site": "ams1", "cabled": "true"})["results"]
     page = {"count": len(data.devices), "next": f"{nb.url}/api/dcim/devices/?limit=7&offset=7", "previous": None,
             "results": list(data.devices[:7])}  # fmt: skip
-    validator("dcim/devices/").validate(page)  # the stand-in's envelope is NetBox's
+    if SCHEMA:  # where NetBox's schema was recorded (not committed): the stand-in's envelope is NetBox's
+        validator("dcim/devices/").validate(page)
