@@ -19,10 +19,11 @@ $(STAMP): pyproject.toml hatch_build.py collector/_speedups.c store/_copy_binary
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 
-## lint: ruff and mypy (strict)
+## lint: ruff, mypy (strict) and the documentation site (mkdocs build --strict, into site/)
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 ## test: setup + lint + type check + the default (non-slow) test suites
 test: lint
@@ -47,4 +48,4 @@ bench-drill: setup
 	$(BIN)/fabricmon drill $(DRILL_ARGS) --report test-artifacts/drill-report.json --json
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache site

@@ -14,7 +14,7 @@ from schedulers.config import SlurmConfig
 
 HEADER = """\
 # Every fabricmon configuration key with its default (generated: python -m config.defaults).
-# `targets` is empty by default; see README.md for a worked example. Secrets are shown as null.
+# `targets` is empty by default; see docs/reference/config.md for a worked example. Secrets are shown as null.
 """
 
 

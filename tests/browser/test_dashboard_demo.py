@@ -1,4 +1,4 @@
-"""``fabricmon demo``'s tour followed in the browser, as the README tells a newcomer to: run the
+"""``fabricmon demo``'s tour followed in the browser, as docs/getting-started.md tells a newcomer to: run the
 demo (a process of its own, on the test run's embedded store), and for each fault's incident open
 the link the demo printed, follow the root cause to its port's charts (or its switch), and see the
 incident's window shaded there. Every step leaves a screenshot in ``test-artifacts/``.

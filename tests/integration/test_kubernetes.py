@@ -12,7 +12,7 @@
 - The collectors' static shards: pod i of N replicas runs ``--shard i/N``, N equals the replica
   count, and the shards partition the fabric; with ``components/shard-auto`` (the ``16k-failover``
   overlay) every pod runs ``--shard auto`` with more pods than ``collector.shards``, whose shards
-  partition the fabric. The overlays follow the README's sizing rule.
+  partition the fabric. The overlays follow the sizing rule (docs/operations/sizing.md).
 - Probes hit the ports the commands listen on; the NetworkPolicies let through what the
   configuration needs; the PrometheusRule holds exactly deploy/prometheus/fabricmon-rules.yml.
 """
@@ -75,8 +75,8 @@ OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
 POD_INDEX = "metadata.labels['apps.kubernetes.io/pod-index']"
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|TOKEN|COMMUNITY|DSN|KEY", re.IGNORECASE)
 
-# The sizing rule (README "Sizing", docs/benchmarks.md): values/s = ports x 32 / gNMI interval;
-# one collect process per ~130K values/s ("~": the README's own 16K example is 262,144 / 2 =
+# The sizing rule (docs/operations/sizing.md, docs/benchmarks.md): values/s = ports x 32 / gNMI interval;
+# one collect process per ~130K values/s ("~": the sizing page's own 16K example is 262,144 / 2 =
 # 131,072 per shard), at ~200K values per CPU-second; 444 MB RSS per process at that load.
 VALUES_PER_PORT = 32
 VALUES_PER_PROCESS = 130_000 * 1.05
@@ -700,7 +700,7 @@ def test_the_overlay_follows_the_sizing_rule(rendered: dict[str, list[Doc]], nam
     assert per_shard <= VALUES_PER_PROCESS, f"{shards} shard(s) for {values:,.0f} values/s: too few"
     assert shards == 1 or values / (shards - 1) > VALUES_PER_PROCESS, f"{shards} shards: one less would do"
     if name == "16k":
-        assert (fabric.gpus, ports, shards) == (16384, 81920, 2)  # the README's example
+        assert (fabric.gpus, ports, shards) == (16384, 81920, 2)  # the sizing page's example
     resources = collector.container["resources"]
     assert "cpu" not in resources.get("limits", {}), "a throttled collector falls behind its switches"
     assert quantity(resources["requests"]["cpu"]) >= per_shard / VALUES_PER_CPU_S

@@ -4,7 +4,7 @@ incident read through the real API (SPEC §10.4).
 
 The circuit breaker is opened wide here (64 hosts, the whole fabric), so the reboot outside the
 window drains what the action table says a leaf reboot drains: the leaf's 32 servers, which
-lost their only path on its rail (README, "Actions"; with the default breaker it would observe
+lost their only path on its rail (docs/guide/analyzer.md, "Actions"; with the default breaker it would observe
 with ``needs_review``: tests/integration/test_incidents_e2e.py).
 """
 
