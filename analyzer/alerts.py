@@ -23,8 +23,8 @@ holding the firing alerts' row locks (so two analyzers take turns):
   one ``alert.resolved`` delivery per webhook, carrying the action it held (what to undo).
 
 Each transition also stores the scheduler actions it asks for (a Slurm drain when it opens or
-escalates with action drain: :mod:`schedulers.outbox`), in the same transaction, so an incident
-and its drain commit or vanish together; the resume is stored by the first sync after it has
+escalates with action drain: :mod:`analyzer.scheduler_actions`), in the same transaction, so an
+incident and its drain commit or vanish together; the resume is stored by the first sync after it has
 stayed resolved for ``resume_after_s``. The fleet-wide limits (:mod:`analyzer.budget`: the drain
 budget and the checkpoint breaker across incidents) are applied here too, under the same locks.
 
@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from analyzer import scheduler_actions
 from analyzer.actions import ACTION_ORDER, Action, Held, affected_jobs, merge_decision, stronger, worse
 from analyzer.budget import FleetLimits, FleetUse, awaiting_resume
 from analyzer.config import AlertsConfig, WebhookConfig
@@ -54,9 +55,8 @@ from analyzer.incidents import Incident, memory_details, with_decision
 from analyzer.outbox import enqueue
 from analyzer.payloads import AlertRow, Event, alertmanager_labels, json_object, jsonable
 from fabric.errors import FabricmonError
-from schedulers import outbox as scheduler_outbox
-from schedulers.outbox import Policy
 from store.db import Connection, Pool, Record
+from store.scheduler_actions import Policy, release_resumes
 
 __all__ = [
     "AlertInputError",
@@ -111,7 +111,7 @@ class _Sync:
 
     async def send(self, alert: AlertRow, event: Event) -> None:
         if self.schedulers:
-            self.actions += await scheduler_outbox.enqueue(self.conn, alert, event, self.schedulers)
+            self.actions += await scheduler_actions.enqueue(self.conn, alert, event, self.schedulers)
         if not self.webhooks:
             return
         jobs = await affected_jobs(self.conn, [str(s) for s in alert.scope.get("servers", [])])
@@ -143,10 +143,10 @@ async def sync_alerts(
     ``unobserved``: switches fabricmon cannot see now; an incident rooted on one is not resolved
     (its fault may well be there still). ``drain_limit``: the circuit breaker's host limit, applied
     again to what an open incident's drains add up to. ``schedulers``: the scheduler actions each
-    transition stores (:mod:`schedulers.outbox`). ``idle_timeout_s``: see :func:`lock_firing`.
+    transition stores (:mod:`analyzer.scheduler_actions`). ``idle_timeout_s``: see :func:`lock_firing`.
     ``fleet``: the drain budget and checkpoint breaker across incidents (:mod:`analyzer.budget`;
     None: no fleet limit). ``resume_after_s``: how long a resolved incident stays clean before the
-    resume of its drained hosts is stored (:func:`schedulers.outbox.release_resumes`).
+    resume of its drained hosts is stored (:func:`store.scheduler_actions.release_resumes`).
     Runs in one transaction.
     """
     if now.tzinfo is None:
@@ -203,7 +203,7 @@ async def sync_alerts(
         for rec in resolved:
             await sync.notify(AlertRow.from_record(rec), "alert.resolved")
         if schedulers:
-            sync.actions += await scheduler_outbox.release_resumes(conn, now, resume_after_s, schedulers)
+            sync.actions += await release_resumes(conn, now, resume_after_s, schedulers)
     return SyncResult(
         fired=fired,
         updated=len(present),

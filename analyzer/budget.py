@@ -7,7 +7,7 @@ in the transaction that holds the firing alerts' locks:
 
 * **drain budget**: the hosts held drained by every open incident (its recommended action is
   ``drain``), plus the hosts of resolved incidents whose resume has not run yet (they are still
-  out of the fleet, :mod:`schedulers.outbox`), never exceed ``alerts.drain_budget_hosts`` nor
+  out of the fleet, :mod:`store.scheduler_actions`), never exceed ``alerts.drain_budget_hosts`` nor
   ``alerts.drain_budget_fraction`` of the fabric's servers (the smaller wins, never below one);
 * **checkpoint breaker**: the hosts whose jobs every open incident checkpoints never exceed
   ``alerts.max_checkpoint_hosts`` nor ``alerts.max_checkpoint_fraction`` of the servers.
@@ -77,7 +77,7 @@ class FleetUse:
 
 async def awaiting_resume(conn: Connection) -> set[str]:
     """Hosts drained for resolved incidents whose resume has not run yet (pending or not released:
-    :func:`schedulers.outbox.release_resumes`); they still count against the drain budget."""
+    :func:`store.scheduler_actions.release_resumes`); they still count against the drain budget."""
     hosts = await conn.fetchval(
         """SELECT coalesce(array_agg(DISTINCT h), '{}') FROM scheduler_actions d
                   JOIN alerts a ON a.id = d.alert_id, unnest(d.hosts) AS h

@@ -11,19 +11,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from analyzer.config import ThresholdsConfig
+from analyzer.coverage import Coverage
 from analyzer.findings import Finding
+from analyzer.round_data import FlapWindow, RailCapacity, Ratio, Snapshot
 from fabric.model import Fabric
 from store.db import Connection
-
-if TYPE_CHECKING:  # the checks' own result types; they import this module
-    from analyzer.coverage import Coverage
-    from analyzer.flaps import FlapWindow
-    from analyzer.oversubscription import Ratio
-    from analyzer.rails import RailCapacity
-    from analyzer.snapshot import Snapshot
 
 
 @dataclass(slots=True)

@@ -22,35 +22,17 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from analyzer.context import CheckContext
 from analyzer.findings import Finding, Severity
 from analyzer.links import PortKey, clock, human_s, link_end, link_label, links_scope, port_order, switch_ends
+from analyzer.round_data import FlapEvent, FlapWindow, LinkFlaps
 from fabric.model import TIER, Fabric
 from store.db import Connection
 
 #: A link flapping this many times ``flaps_per_window`` is critical.
 FLAP_CRITICAL_FACTOR = 3
-
-#: One flap event: (switch, port, time, flaps it stands for).
-FlapEvent = tuple[str, str, datetime, int]
-
-
-@dataclass(slots=True)
-class LinkFlaps:
-    """The flaps of one link in the window, as each end reported them."""
-
-    end: PortKey
-    by_end: Counter[PortKey] = field(default_factory=Counter)
-    last: datetime | None = None
-
-    @property
-    def count(self) -> int:
-        """Flaps of the link: the end that saw most (both ends see the same flaps)."""
-        return max(self.by_end.values(), default=0)
-
 
 def tally_flaps(fabric: Fabric, events: Iterable[FlapEvent]) -> dict[PortKey, LinkFlaps]:
     """Flaps per link, keyed by the link's naming end."""
@@ -134,20 +116,6 @@ SELECT switch, port, time, flaps AS n
 FROM link_events
 WHERE time > $1 AND time <= $2 AND new_status IN ('down', 'flap')
 """
-
-
-@dataclass(frozen=True, slots=True)
-class FlapWindow:
-    """The flap events of the stability window, per link, and the switches they correlate on."""
-
-    events: list[FlapEvent]
-    links: dict[PortKey, LinkFlaps]
-    bursts: dict[str, set[str]]
-    spread_s: float
-
-    def absorbed(self, fabric: Fabric) -> dict[PortKey, str]:
-        """Link (naming end) -> the switch whose correlated burst covers it."""
-        return {link_end(fabric, s, p): s for s, ports in sorted(self.bursts.items()) for p in ports}
 
 
 async def read_flaps(conn: Connection, ctx: CheckContext) -> FlapWindow:

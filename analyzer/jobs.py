@@ -1,7 +1,7 @@
 """Training jobs as the scheduler registers them, and the fabric's health under each one.
 
 A job is ``id``, ``hosts`` (server names), optional ``started_at`` and ``expected_days``; what a
-valid job is, and the ``jobs`` table, belong to :mod:`analyzer.job_store` (its names are
+valid job is belongs to :mod:`analyzer.job_spec`, the ``jobs`` table to :mod:`store.jobs` (their names are
 re-exported here for older imports).
 
 Its health is the fabric under it only: the findings whose blast radius touches its hosts, the
@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from analyzer.job_store import Job, JobError, job_from_dict, load_job_file, load_jobs
+from analyzer.job_spec import JobError, job_from_dict, load_job_file
 from analyzer.objectives import job_interruption
 from analyzer.verdict import OpenIncident
 from analyzer.verdict import status_of as incident_status
 from fabric.model import Fabric
+from store.jobs import Job, load_jobs
 
 __all__ = ["Job", "JobError", "job_from_dict", "job_health", "load_job_file", "load_jobs"]
 

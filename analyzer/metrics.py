@@ -10,11 +10,7 @@ What lives in tables (webhook deliveries, scheduler actions) is read from them b
   ``fabricmon_alertmanager_push_failures_total``, ``fabricmon_alertmanager_pushes_superseded_total``
   (a newer state replaced one not yet sent), ``fabricmon_alertmanager_alerts`` (in the last accepted
   push) and ``fabricmon_alertmanager_last_success_timestamp_seconds``;
-* Slurm: ``fabricmon_scheduler_executions_total{scheduler,action}`` (commands run),
-  ``fabricmon_scheduler_retries_total`` (attempts that found the scheduler away),
-  ``fabricmon_scheduler_unavailable`` (1 while it is), and job discovery's
-  ``fabricmon_scheduler_discovery_polls_total``, ``..._failures_total``, ``fabricmon_scheduler_jobs``
-  (running jobs on fabric servers) and ``..._last_success_timestamp_seconds``.
+* Slurm's executor and job discovery: :mod:`schedulers.metrics`.
 """
 
 from __future__ import annotations
@@ -25,16 +21,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from analyzer.service import AnalyzerService
-from schedulers.executor import SCHEDULER
 
 
 class AnalyzerMetrics(Collector):
-    """Read at scrape time from the running analyzer: its role, its pusher and its schedulers."""
+    """Read at scrape time from the running analyzer: its role and its pusher."""
 
     def __init__(self, service: AnalyzerService) -> None:
         self.service = service
         self.alertmanagers = service.alertmanagers
-        self.schedulers = service.schedulers
 
     def collect(self) -> Iterator[Metric]:
         yield GaugeMetricFamily(
@@ -46,7 +40,6 @@ class AnalyzerMetrics(Collector):
             value=self.service.transitions,
         )  # fmt: skip
         yield from self._alertmanagers()
-        yield from self._slurm()
 
     def _alertmanagers(self) -> Iterator[Metric]:
         label = ["alertmanager"]
@@ -71,42 +64,3 @@ class AnalyzerMetrics(Collector):
             if s.last_success_at is not None:
                 last.add_metric(key, s.last_success_at)
         yield from (pushes, failures, superseded, alerts, last)
-
-    def _slurm(self) -> Iterator[Metric]:
-        ex, disc = self.schedulers.executor, self.schedulers.discovery
-        if ex is None:
-            return
-        runs = CounterMetricFamily(
-            "fabricmon_scheduler_executions", "scheduler commands run for incidents", labels=["scheduler", "action"]
-        )
-        for action in ("drain", "resume", "checkpoint"):
-            runs.add_metric([SCHEDULER, action], ex.stats.by_action.get(action, 0))
-        retries = CounterMetricFamily(
-            "fabricmon_scheduler_retries", "action attempts that found the scheduler away", labels=["scheduler"]
-        )
-        retries.add_metric([SCHEDULER], ex.stats.retries)
-        away = GaugeMetricFamily("fabricmon_scheduler_unavailable", "1 while the scheduler cannot be reached",
-                                 labels=["scheduler"])  # fmt: skip
-        away.add_metric([SCHEDULER], 1 if ex.stats.unavailable else 0)
-        yield from (runs, retries, away)
-        if disc is None:
-            return
-        polls = CounterMetricFamily("fabricmon_scheduler_discovery_polls", "job discovery polls that worked",
-                                    labels=["scheduler"])  # fmt: skip
-        polls.add_metric([SCHEDULER], disc.stats.polls)
-        failed = CounterMetricFamily(
-            "fabricmon_scheduler_discovery_failures", "job discovery polls that failed (known jobs kept)",
-            labels=["scheduler"],
-        )  # fmt: skip
-        failed.add_metric([SCHEDULER], disc.stats.failures)
-        jobs = GaugeMetricFamily("fabricmon_scheduler_jobs", "running jobs on fabric servers", labels=["scheduler"])
-        jobs.add_metric([SCHEDULER], disc.stats.jobs)
-        yield from (polls, failed, jobs)
-        if disc.stats.last_success is not None:
-            last = GaugeMetricFamily(
-                "fabricmon_scheduler_discovery_last_success_timestamp_seconds",
-                "when job discovery last worked",
-                labels=["scheduler"],
-            )
-            last.add_metric([SCHEDULER], disc.stats.last_success.timestamp())
-            yield last

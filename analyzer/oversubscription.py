@@ -26,39 +26,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from analyzer.context import CheckContext
 from analyzer.findings import Finding, Severity, blast_radius
+from analyzer.round_data import Ratio, Snapshot
 from analyzer.slo import efficiency_loss
-from analyzer.snapshot import Snapshot, live_gbps, port_snapshot
+from analyzer.snapshot import live_gbps, port_snapshot
 from fabric.model import Fabric, Role
 from store.db import Connection
 
 #: Tiers in roll-up order (a tie in drift names the lower tier, where the servers are).
 TIER_ORDER: dict[str, int] = {str(Role.LEAF): 0, str(Role.SPINE): 1}
-
-
-@dataclass(frozen=True, slots=True)
-class Ratio:
-    """Live down:up capacity of one switch, or of a roll-up (``scope``: switch|rail|group|fabric;
-    a roll-up's tiers are named ``<roll-up>/<tier>``, e.g. ``rail-3/leaf``)."""
-
-    scope: str
-    name: str
-    down_gbps: float
-    up_gbps: float
-    design_ratio: float
-    uplinks_lost: tuple[str, ...] = ()
-
-    @property
-    def ratio(self) -> float:
-        return self.down_gbps / self.up_gbps if self.up_gbps > 0 else float("inf")
-
-    @property
-    def drift(self) -> float:
-        """How far above design, as a fraction (0.016: 1.6 % more down than up)."""
-        return self.ratio / self.design_ratio - 1 if self.design_ratio > 0 else 0.0
 
 
 def switch_ratios(fabric: Fabric, snap: Snapshot) -> list[Ratio]:

@@ -22,31 +22,17 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
 
 from analyzer.context import CheckContext
 from analyzer.findings import Finding, blast_radius
+from analyzer.round_data import RailCapacity, Snapshot
 from analyzer.slo import efficiency_loss
-from analyzer.snapshot import Snapshot, live_gbps, port_snapshot
+from analyzer.snapshot import live_gbps, port_snapshot
 from fabric.model import Fabric, Role
 from store.db import Connection
 
 #: Uplinks carrying less than this (bit/s) on average are idle: no ECMP verdict on them.
 ECMP_MIN_BPS = 1e9
-
-
-@dataclass(frozen=True, slots=True)
-class RailCapacity:
-    """One rail's live uplink capacity."""
-
-    rail: int
-    live_gbps: float
-    design_gbps: float
-    bottleneck: str | None
-    bottleneck_fraction: float
-    lost_ports: tuple[tuple[str, str], ...]
-    #: Cabled uplinks of the rail without a sample in the snapshot (counted at design speed).
-    unreported_ports: tuple[tuple[str, str], ...] = ()
 
 
 def rail_capacities(fabric: Fabric, snap: Snapshot) -> list[RailCapacity]:

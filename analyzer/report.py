@@ -9,7 +9,7 @@ from typing import Any
 from analyzer.engine import Evaluation
 from analyzer.findings import Finding
 from analyzer.objectives import Objective
-from analyzer.oversubscription import Ratio
+from analyzer.round_data import Ratio
 from analyzer.verdict import OpenIncident, check_statuses, status_of
 
 

@@ -23,10 +23,11 @@ from typing import Any
 
 from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alertmanager import AlertmanagerPusher
-from analyzer.alerts import SyncResult, firing_details, require_review, sync_alerts
+from analyzer.alerts import SyncResult, firing_details, sync_alerts
 from analyzer.budget import FleetLimits
 from analyzer.coverage import coverage, mark
 from analyzer.engine import Evaluation, context_for, evaluate, lookback_s
+from analyzer.executors import ActionExecutors, NoExecutors
 from analyzer.incidents import Incident, Observation, correlate, held_links, hold_unconfirmed, ongoing_storms
 from analyzer.jobs import Job, job_health, load_jobs
 from analyzer.leader import LeaderElection
@@ -37,9 +38,9 @@ from analyzer.payloads import AlertRow, dumps
 from analyzer.report import build_report
 from analyzer.verdict import open_incidents
 from analyzer.webhooks import WebhookSender
+from analyzer.withheld import review_withheld
 from config.model import Config
 from fabric.model import Fabric
-from schedulers.service import Schedulers
 from store.db import UNAVAILABLE_ERRORS, Connection, Pool
 
 log = logging.getLogger(__name__)
@@ -178,14 +179,17 @@ async def store_run(conn: Connection, ev: Evaluation, report: dict[str, Any]) ->
 
 
 class AnalyzerService:
-    """The analyzer loop, and the webhook sender and scheduler actions it feeds."""
+    """The analyzer loop, and the webhook sender and scheduler actions it feeds.
 
-    def __init__(self, config: Config, fabric: Fabric, pool: Pool) -> None:
+    ``executors``: what runs the stored scheduler actions while this analyzer leads (the CLI wires
+    :class:`schedulers.service.Schedulers` in: :mod:`cli.compose`); none by default."""
+
+    def __init__(self, config: Config, fabric: Fabric, pool: Pool, executors: ActionExecutors | None = None) -> None:
         self.config = config
         self.fabric = fabric
         self.pool = pool
         self.sender = WebhookSender(pool, config.alerts.webhooks, max_attempts_4xx=config.alerts.max_attempts_4xx)
-        self.schedulers = Schedulers(config.schedulers, fabric.servers, pool, on_withheld=self._review_needed)
+        self.schedulers: ActionExecutors = executors if executors is not None else NoExecutors()
         self.alertmanagers = AlertmanagerPusher.from_config(pool, config, fabric)
         self.last_report: dict[str, Any] | None = None
         self.last_sync: SyncResult | None = None
@@ -211,6 +215,16 @@ class AnalyzerService:
             rnd = await evaluate_round(conn, self.fabric, self.config, now, self.memory, first_seen)
         result: SyncResult | None = None
         if alerts:
+            # what an executor's own breaker withheld since the last round needs review (it never calls back)
+            reviewed = await review_withheld(
+                self.pool,
+                webhooks=self.config.alerts.webhooks,
+                settings=self.config.alerts,
+                schedulers=self.schedulers.policies,
+                idle_timeout_s=self._idle_timeout_s(),
+            )
+            if reviewed.deliveries:
+                self.sender.notify()
             result = await sync_alerts(
                 self.pool,
                 rnd.incidents,
@@ -246,20 +260,6 @@ class AnalyzerService:
     def _idle_timeout_s(self) -> float | None:
         """How long the leader's lock-holding transactions may sit idle (None: no election)."""
         return self.election.timing.idle_timeout_s if self.election is not None else None
-
-    async def _review_needed(self, alert_id: int, reason: str) -> None:
-        """A scheduler's fleet breaker withheld a drain: the incident needs review, receivers hear it."""
-        result = await require_review(
-            self.pool,
-            alert_id,
-            reason,
-            idle_timeout_s=self._idle_timeout_s(),
-            webhooks=self.config.alerts.webhooks,
-            settings=self.config.alerts,
-            schedulers=self.schedulers.policies,
-        )
-        if result.deliveries:
-            self.sender.notify()
 
     async def drain_webhooks(self, timeout_s: float) -> int:
         """Send what is pending (for one-shot runs); return what is still pending after ``timeout_s``."""

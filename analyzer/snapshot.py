@@ -28,12 +28,12 @@ missing uplink at its design speed), and this finding says so.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from analyzer.context import CheckContext
 from analyzer.findings import Finding, blast_radius
 from analyzer.links import human_s
+from analyzer.round_data import PortNow, Snapshot
 from fabric.model import Fabric
 from store.db import Connection, Record
 
@@ -67,19 +67,7 @@ GROUP BY switch, port
 """
 
 
-@dataclass(slots=True)
-class PortNow:
-    """One port over the latest window (not frozen: 82K of them are built per evaluation, and a
-    frozen dataclass's ``__init__`` costs twice as much; treat it as read-only)."""
 
-    oper_up: bool | None
-    speed_bps: int | None
-    in_bps: float | None
-    out_bps: float | None
-    last_time: datetime
-
-
-Snapshot = dict[tuple[str, str], PortNow]
 
 
 async def port_snapshot(conn: Connection, ctx: CheckContext) -> Snapshot:

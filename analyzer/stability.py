@@ -60,7 +60,8 @@ from analyzer.findings import Finding, blast_radius
 from analyzer.flaps import check_flaps
 from analyzer.links import clock, human_s, link_label, links_scope
 from analyzer.outages import check_outages
-from analyzer.snapshot import Snapshot, port_snapshot
+from analyzer.round_data import Snapshot
+from analyzer.snapshot import port_snapshot
 from fabric.model import Endpoint
 from store.db import Connection
 

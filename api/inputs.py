@@ -11,7 +11,7 @@ Every rule on a single value is in its schema (``minimum``/``maximum``, ``maxLen
 matches it is refused only for a rule about the data (an unknown switch, ``from`` not before
 ``to``), which each route lists as its refusals. Integer constraints go before the digits-only
 validator in ``Annotated``: after it, pydantic writes them as ``ge``/``le``, which JSON Schema
-does not know. A job body is :class:`analyzer.job_store.JobIn`, the one validation of a job.
+does not know. A job body is :class:`analyzer.job_spec.JobIn`, the one validation of a job.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
-from analyzer.job_store import JobId, JobIn
+from analyzer.job_spec import JobId, JobIn
 
 __all__ = ["JobId", "JobIn"]
 

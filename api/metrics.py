@@ -41,8 +41,8 @@ from analyzer.outbox import outbox_counts, unique_webhooks, webhook_key
 from analyzer.payloads import redact_url
 from api.cache import ReportCache
 from api.problems import Handler
-from schedulers.outbox import STATUSES, status_counts
 from store.db import UNAVAILABLE_ERRORS, Pool, PostgresError
+from store.scheduler_actions import STATUSES, status_counts
 
 STATUS_VALUE = {"healthy": 0, "degraded": 1, "critical": 2}
 SEVERITIES = ("info", "warning", "critical")

@@ -348,7 +348,7 @@ class AlertList(Page):
 
 
 class ActionOut(Model):
-    """A scheduler action taken, pending or withheld (schedulers/outbox.py)."""
+    """A scheduler action taken, pending or withheld (store/scheduler_actions.py)."""
 
     id: str
     time: datetime = Field(description="when the incident transition stored it")

@@ -27,7 +27,6 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from analyzer.job_store import Job, save_job
 from analyzer.service import AnalyzerService
 from api.app import create_app
 from collector.pipeline import Pipeline
@@ -38,6 +37,7 @@ from simulator.fabric_state import FabricState
 from simulator.feed import feed_rounds
 from store.db import Pool, create_pool
 from store.inventory import ensure_fabric
+from store.jobs import Job, save_job
 from store.migrate import migrate
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,8 +10,11 @@ from typing import ClassVar, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from collector.clock import DEFAULT_MAX_CLOCK_SKEW_S
-from collector.counters import PFC_HEARTBEAT_S
 from config.base import Section, check_hostport
+
+#: Default for ``collector.pfc_heartbeat_s``: the longest a quiet port goes without PFC rows
+#: (collector/counters.py). Declared here so that loading the config never imports the hot path.
+PFC_HEARTBEAT_S = 300.0
 
 
 class TlsConfig(Section):
@@ -126,6 +129,9 @@ class CollectorConfig(Section):
 
     gnmi_interval_s: float = Field(10.0, gt=0, le=3600)
     snmp_interval_s: float = Field(60.0, gt=0, le=86400)
+    #: Transceiver DOM sampling (gNMI and SNMP): DOM moves slowly (SONiC refreshes it every 60 s).
+    #: SNMP reads it on every poll this interval spans, rounded to whole polls (at least every poll).
+    dom_interval_s: float = Field(60.0, gt=0, le=86400)
     gnmi_mode: Literal["stream", "poll"] = "stream"
     snmp_concurrency: int = Field(64, ge=1, le=10_000)
     gnmi_concurrency: int = Field(1024, ge=1, le=100_000)

@@ -62,6 +62,7 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any, cast
 
+from collector.config import PFC_HEARTBEAT_S as PFC_HEARTBEAT_S  # the knob's default, where it is declared
 from collector.records import COUNTER_FIELDS, PFC_TOTAL_WRAP32, PortReading
 from collector.speedups import deltas as _c_deltas
 from collector.speedups import port_row as _c_port_row
@@ -72,8 +73,6 @@ MAX_SPEED_BPS = 800 * 10**9
 ABSURD_FACTOR = 1.5
 MIN_FRAME_BITS = 84 * 8  # 64-byte frame + preamble + inter-frame gap
 PFC_PRIORITIES = 8
-#: Default for ``collector.pfc_heartbeat_s``: the longest a quiet port goes without PFC rows.
-PFC_HEARTBEAT_S = 300.0
 #: Runs of equal status readings kept per port ([first, last, up]), to place a late reading among them.
 STATUS_RUNS = 8
 #: SNMP derives boot and clear instants from sysUpTime, which jitters by the poll's round trip.

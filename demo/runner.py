@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from analyzer.job_store import Job, save_job
 from analyzer.service import AnalyzerService
 from api.app import create_app
 from cli.service import database, serving
@@ -35,6 +34,7 @@ from fabric.model import FabricParams
 from simulator.nos import MIXED, Nos
 from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
 from simulator.sim_config import sim_config
+from store.jobs import Job, save_job
 
 JOB_ID = "llm-70b-pretrain"
 

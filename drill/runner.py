@@ -24,7 +24,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from analyzer.job_store import Job, save_job
 from analyzer.maintenance import Window, add_window
 from analyzer.service import AnalyzerService
 from cli.service import database
@@ -38,6 +37,7 @@ from drill.score import Injected, Score, Seen, names_place, score, seen_from
 from fabric.model import Fabric, FabricParams
 from simulator.nos import MIXED
 from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
+from store.jobs import Job, save_job
 
 Say = Callable[[str], None]
 

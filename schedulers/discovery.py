@@ -18,11 +18,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from analyzer.job_store import Job, replace_discovered
 from schedulers.config import SlurmConfig
 from schedulers.node_map import NodeMap, node_map
 from schedulers.slurm import SlurmClient, SlurmCommands, SlurmError, SlurmJob
 from store.db import UNAVAILABLE_ERRORS, Pool, PostgresError
+from store.jobs import Job, replace_discovered
 
 log = logging.getLogger(__name__)
 PREFIX = "slurm:"

@@ -1,4 +1,4 @@
-"""Runs stored scheduler actions against Slurm, once each, in order (:mod:`schedulers.outbox`).
+"""Runs stored scheduler actions against Slurm, once each, in order (:mod:`store.scheduler_actions`).
 
 For each action, the executor first reads the nodes' state from Slurm and decides per node, so
 that what it does is right for the cluster as it is *now*, not as it was when the incident fired:
@@ -9,8 +9,9 @@ that what it does is right for the cluster as it is *now*, not as it was when th
   failed, in maintenance, rebooting or powered off, is never touched, its reason kept; the
   others get ``State=DRAIN Reason="fabricmon: <incident> <summary>"``: running jobs keep
   running, no new ones land. If that would leave more than ``max_drained_nodes`` nodes drained
-  by fabricmon at once, nothing is drained, the row is ``withheld`` and the incident is told it
-  needs review (``on_withheld``): a fleet-wide circuit breaker beside the per-incident one;
+  by fabricmon at once, nothing is drained, and the row is ``withheld`` with why
+  (``review_reason``): the analyzer's next round reads it and turns the incident to review
+  (:mod:`analyzer.withheld`), a fleet-wide circuit breaker beside the per-incident one;
 * **resume**: only nodes that are drained, whose reason is still fabricmon's, that are not down
   or otherwise out of service, and that no other firing incident's drain still holds get
   ``State=RESUME``; a node an admin drained (or drained again after us) stays drained;
@@ -35,26 +36,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from fabric.waits import wait_event
-from schedulers import outbox
 from schedulers.config import SlurmConfig
 from schedulers.node_map import NodeMap, node_map
-from schedulers.outbox import REASON_PREFIX, ActionRow
 from schedulers.slurm import Operation, SlurmClient, SlurmCommands, SlurmNode, SlurmRefused, SlurmUnavailable
+from store import scheduler_actions as outbox
 from store.db import UNAVAILABLE_ERRORS, Pool, PostgresError
+from store.scheduler_actions import REASON_PREFIX, ActionRow
 
 log = logging.getLogger(__name__)
 SCHEDULER = "slurm"
 _IDLE_POLL_S = 5.0
 #: The first wait after a refusal or an unexpected error (then doubling, at most retry_max_s).
 _REFUSAL_DELAY_S = 5.0
-#: Called with (incident id, why) when the fleet breaker withholds a drain.
-OnWithheld = Callable[[int, str], Awaitable[None]]
 _DB_ERRORS: tuple[type[BaseException], ...] = (PostgresError, *UNAVAILABLE_ERRORS)
 
 
@@ -78,7 +77,7 @@ class _Plan:
     nodes: tuple[str, ...] = ()
     ops: tuple[Operation, ...] = ()
     result: dict[str, Any] = field(default_factory=dict)
-    #: Why a fleet breaker withheld it (the incident is told it needs review).
+    #: Why a fleet breaker withheld it (recorded: the analyzer's next round turns the incident to review).
     why: str = ""
 
 
@@ -96,10 +95,8 @@ class SlurmExecutor:
         pool: Pool,
         config: SlurmConfig,
         client: SlurmClient | None = None,
-        on_withheld: OnWithheld | None = None,
     ) -> None:
         self.pool = pool
-        self.on_withheld = on_withheld
         self.config = config
         self.slurm: SlurmClient = client or SlurmCommands(config)
         self.map: NodeMap = node_map(config.node_map)
@@ -344,9 +341,10 @@ class SlurmExecutor:
                       plan.why or next(iter(plan.result.values()), ""))  # fmt: skip
         if plan.status == "done" and row.action == "checkpoint":
             commands = list(row.commands)  # what earlier attempts sent
-        await outbox.record(self.pool, row, plan.status, nodes=plan.nodes, commands=commands, result=plan.result)
-        if plan.status == "withheld" and plan.why and self.on_withheld is not None and row.alert_id is not None:
-            await self.on_withheld(row.alert_id, plan.why)
+        await outbox.record(
+            self.pool, row, plan.status, nodes=plan.nodes, commands=commands, result=plan.result,
+            review_reason=plan.why or None,
+        )  # fmt: skip
 
 
 async def _quiet(coro: Any) -> Any:
@@ -356,4 +354,4 @@ async def _quiet(coro: Any) -> Any:
         return None
 
 
-__all__ = ["SCHEDULER", "ExecutorStats", "OnWithheld", "SlurmExecutor", "retry_delay_s"]
+__all__ = ["SCHEDULER", "ExecutorStats", "SlurmExecutor", "retry_delay_s"]

@@ -1,5 +1,5 @@
 """The schedulers a running analyzer drives: what each incident transition stores for them
-(:class:`~schedulers.outbox.Policy`), and the tasks that execute actions, discover jobs and read
+(:class:`~store.scheduler_actions.Policy`), and the tasks that execute actions, discover jobs and read
 MAINT reservations as maintenance windows."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from collections.abc import Collection
 
 from schedulers.config import SchedulersConfig
 from schedulers.discovery import SlurmDiscovery
-from schedulers.executor import SCHEDULER, OnWithheld, SlurmExecutor
+from schedulers.executor import SCHEDULER, SlurmExecutor
 from schedulers.maintenance import SlurmMaintenance
-from schedulers.outbox import Policy
 from schedulers.slurm_rest import client_for
 from store.db import Pool
+from store.scheduler_actions import Policy
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +23,7 @@ log = logging.getLogger(__name__)
 class Schedulers:
     """Slurm's executor, job discovery and maintenance windows, when ``schedulers.slurm`` is configured."""
 
-    def __init__(
-        self, config: SchedulersConfig, servers: Collection[str], pool: Pool, on_withheld: OnWithheld | None = None
-    ) -> None:
+    def __init__(self, config: SchedulersConfig, servers: Collection[str], pool: Pool) -> None:
         self.config = config
         slurm = config.slurm
         self.policies: tuple[Policy, ...] = ()
@@ -36,7 +34,7 @@ class Schedulers:
             return
         self.policies = (Policy(SCHEDULER, drain=slurm.drain, checkpoint=slurm.checkpoint_signal is not None),)
         client = client_for(slurm)  # one client, Slurm's commands or slurmrestd, for both
-        self.executor = SlurmExecutor(pool, slurm, client=client, on_withheld=on_withheld)
+        self.executor = SlurmExecutor(pool, slurm, client=client)
         if slurm.discover_jobs:
             self.discovery = SlurmDiscovery(pool, slurm, servers, client=client)
         if slurm.maintenance_windows:

@@ -1,24 +1,19 @@
-"""Scheduler actions: the outbox and the audit trail (table ``scheduler_actions``, migration 014).
+"""The ``scheduler_actions`` table (migrations 014 and 022): the outbox and the audit trail of
+scheduler actions. This module holds the table's SQL and rows, and is its only writer.
 
-This module is the table's only writer. :func:`enqueue` runs inside the transaction that opens,
-escalates or resolves an incident (:func:`analyzer.alerts.sync_alerts`), so an incident and the
-drain it asks for commit or vanish together, exactly as its webhook deliveries do:
+The analyzer stores actions inside the transaction that opens, escalates or resolves an incident
+(:func:`insert`, :func:`release_resumes`; what a transition asks for is decided in
+:mod:`analyzer.scheduler_actions`), so an incident and the drain it asks for commit or vanish
+together, exactly as its webhook deliveries do. An executor (:mod:`schedulers.executor`) claims
+the oldest pending row of its scheduler only (:func:`claim`): actions run in the order they were
+decided, so a resume never overtakes its drain, and a second executor waits rather than reorders.
+The claim is a lease (``next_attempt_at`` moves past the command's deadline): an executor that
+dies mid-action leaves the row to be retried when the lease ends. Every outcome is recorded
+(:func:`record`) and rows are kept: ``GET /v1/actions`` lists them.
 
-* an incident that fires or escalates with action ``drain`` stores a ``drain`` of its action hosts;
-* one whose drain the circuit breaker withheld (``needs_review``) stores a ``withheld`` row
-  naming the hosts it would have drained: never executed, always audited (a ``checkpoint`` row
-  when the fleet's checkpoint breaker held it, :mod:`analyzer.budget`);
-* ``checkpoint``, when ``checkpoint_signal`` is set, stores a ``checkpoint`` of its hosts' jobs;
-* once an incident has stayed resolved for ``alerts.resume_after_s`` without re-opening
-  (:func:`release_resumes`), a ``resume`` of every host its drains named (pending, done or dry
-  run), whatever its action became later; whether each node is really resumed is decided when it
-  runs (:mod:`schedulers.executor`), against the scheduler's state at that moment.
-
-An executor claims the oldest pending row of its scheduler only (:func:`claim`): actions run in
-the order they were decided, so a resume never overtakes its drain, and a second executor waits
-rather than reorders. The claim is a lease (``next_attempt_at`` moves past the command's
-deadline): an executor that dies mid-action leaves the row to be retried when the lease ends.
-Every outcome is recorded (:func:`record`) and rows are kept: ``GET /v1/actions`` lists them.
+When an executor's own fleet breaker withholds an action, it records why in the row
+(``review_reason``); the analyzer's next round reads those (:func:`withheld_for_review`) and turns
+the incident to review. The executor never calls back into the analyzer.
 """
 
 from __future__ import annotations
@@ -30,8 +25,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from analyzer.budget import CHECKPOINT_BREAKER
-from analyzer.payloads import AlertRow
 from store.db import Connection, Pool, Record
 
 ActionKind = Literal["drain", "resume", "checkpoint"]
@@ -39,7 +32,6 @@ Status = Literal["pending", "done", "failed", "withheld", "dry_run"]
 STATUSES: tuple[Status, ...] = ("pending", "done", "failed", "withheld", "dry_run")
 #: The prefix of every reason fabricmon gives Slurm: a node whose reason starts otherwise is not ours.
 REASON_PREFIX = "fabricmon:"
-MAX_REASON_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,14 +106,7 @@ class ActionRow:
         }
 
 
-def slurm_reason(alert: AlertRow) -> str:
-    """The reason a drained node shows: ``fabricmon: <incident id> <summary>`` (one line, bounded)."""
-    summary = " ".join(alert.summary.split())
-    text = f"{REASON_PREFIX} {alert.id} {summary}"
-    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
-
-
-async def _insert(
+async def insert(
     conn: Connection,
     alert_id: int,
     scheduler: str,
@@ -130,6 +115,7 @@ async def _insert(
     reason: str,
     status: Status,
 ) -> None:
+    """Store one action of an incident (call inside its transition's transaction)."""
     await conn.execute(
         """INSERT INTO scheduler_actions (id, alert_id, scheduler, action, hosts, reason, status, done_at)
            VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $7 = 'pending' THEN NULL ELSE now() END)""",
@@ -143,7 +129,7 @@ async def _insert(
     )
 
 
-async def _hosts_of(conn: Connection, alert_id: int, scheduler: str, action: str, statuses: Sequence[str]) -> set[str]:
+async def hosts_of(conn: Connection, alert_id: int, scheduler: str, action: str, statuses: Sequence[str]) -> set[str]:
     """The hosts this incident's earlier ``action`` rows of these statuses named."""
     hosts = await conn.fetchval(
         """SELECT coalesce(array_agg(DISTINCT h), '{}') FROM scheduler_actions, unnest(hosts) AS h
@@ -154,40 +140,6 @@ async def _hosts_of(conn: Connection, alert_id: int, scheduler: str, action: str
         list(statuses),
     )
     return set(hosts)
-
-
-_DECIDED = ("pending", "done", "dry_run")
-
-
-async def enqueue(conn: Connection, alert: AlertRow, event: str, policies: Sequence[Policy]) -> int:
-    """Store the actions of one incident transition, per scheduler (call inside its transaction).
-
-    An escalation stores only what is new: the hosts earlier rows of this incident did not name."""
-    n = 0
-    for p in policies:
-        if event == "alert.resolved":
-            continue  # its resume waits until it has stayed resolved: release_resumes
-        if not alert.action_hosts:
-            continue
-        if alert.needs_review:
-            held: ActionKind = "checkpoint" if (alert.reason or "").startswith(CHECKPOINT_BREAKER) else "drain"
-            if not (p.drain if held == "drain" else p.checkpoint):
-                continue
-            new = set(alert.action_hosts) - await _hosts_of(conn, alert.id, p.scheduler, held, ("withheld",))
-            if new:
-                why = alert.reason or f"the circuit breaker withheld the {held}"
-                await _insert(conn, alert.id, p.scheduler, held, alert.action_hosts, why, "withheld")
-                n += 1
-        elif alert.recommended_action in ("drain", "checkpoint") and (
-            p.drain if alert.recommended_action == "drain" else p.checkpoint
-        ):
-            action: ActionKind = "drain" if alert.recommended_action == "drain" else "checkpoint"
-            new = set(alert.action_hosts) - await _hosts_of(conn, alert.id, p.scheduler, action, _DECIDED)
-            if new:
-                reason = slurm_reason(alert)
-                await _insert(conn, alert.id, p.scheduler, action, sorted(new), reason, "pending")
-                n += 1
-    return n
 
 
 async def release_resumes(conn: Connection, now: datetime, resume_after_s: float, policies: Sequence[Policy]) -> int:
@@ -221,7 +173,7 @@ async def release_resumes(conn: Connection, now: datetime, resume_after_s: float
         for r in rows:
             clean = f" and stayed clean for {resume_after_s:g} s" if resume_after_s else ""
             why = f"incident {r['id']} resolved{clean}"
-            await _insert(conn, r["id"], p.scheduler, "resume", list(r["hosts"]), why, "pending")
+            await insert(conn, r["id"], p.scheduler, "resume", list(r["hosts"]), why, "pending")
             n += 1
     return n
 
@@ -264,13 +216,16 @@ async def record(
     error: str | None = None,
     retry_in_s: float | None = None,
     refused: bool = False,
+    review_reason: str | None = None,
 ) -> bool:
     """The outcome of the attempt that claimed ``row``; ``pending`` with ``retry_in_s`` schedules the
-    next one, ``commands=None`` keeps those recorded so far. Fenced by the claim: False (and nothing
-    written) when the row is no longer that attempt's (its lease ran out and another took it)."""
+    next one, ``commands=None`` keeps those recorded so far. ``review_reason``: the executor's own
+    breaker withheld it and the incident needs review for this reason (:func:`withheld_for_review`).
+    Fenced by the claim: False (and nothing written) when the row is no longer that attempt's (its
+    lease ran out and another took it)."""
     done = await pool.fetchval(
         """UPDATE scheduler_actions SET status = $2, nodes = $3, commands = coalesce($4, commands),
-                  result = coalesce($5::jsonb, result), last_error = $6,
+                  result = coalesce($5::jsonb, result), last_error = $6, review_reason = $10,
                   refusals = CASE WHEN $7 THEN refusals + 1 ELSE 0 END,
                   next_attempt_at = CASE WHEN $8::float8 IS NULL THEN next_attempt_at
                                          ELSE now() + make_interval(secs => $8::float8) END,
@@ -286,6 +241,7 @@ async def record(
         refused,
         retry_in_s,
         row.attempts,
+        review_reason,
     )
     return bool(done)
 
@@ -377,21 +333,34 @@ async def status_counts(pool: Pool) -> list[tuple[str, str, int]]:
     return [(r["scheduler"], r["status"], int(r["n"])) for r in rows]
 
 
+async def withheld_for_review(db: Pool | Connection) -> list[tuple[int, str]]:
+    """``(incident id, why)`` of each firing incident, not yet under review, one of whose actions an
+    executor's breaker withheld (:func:`record` with ``review_reason``), oldest action first."""
+    rows = await db.fetch(
+        """SELECT DISTINCT ON (a.alert_id) a.alert_id, a.review_reason
+           FROM scheduler_actions a JOIN alerts l ON l.id = a.alert_id
+           WHERE a.review_reason IS NOT NULL AND l.state = 'firing' AND NOT l.needs_review
+           ORDER BY a.alert_id, a.seq"""
+    )
+    return [(int(r["alert_id"]), str(r["review_reason"])) for r in rows]
+
+
 __all__ = [
     "REASON_PREFIX",
     "STATUSES",
     "ActionRow",
     "Policy",
     "claim",
-    "enqueue",
     "held_elsewhere",
+    "hosts_of",
     "incident_state",
+    "insert",
     "list_actions",
     "next_due",
     "note_commands",
     "record",
     "release_resumes",
     "renew",
-    "slurm_reason",
     "status_counts",
+    "withheld_for_review",
 ]

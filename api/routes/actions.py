@@ -1,5 +1,5 @@
 """Scheduler actions: ``GET /v1/actions`` (SPEC §9.3), every drain, resume and checkpoint taken,
-pending, failed or withheld, newest first. The rows are written by :mod:`schedulers.outbox`."""
+pending, failed or withheld, newest first. The rows are written by :mod:`store.scheduler_actions`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from aiohttp import web
 from api.inputs import ActionsQuery
 from api.routes.base import POOL, Endpoint, parse_query, respond
 from api.schemas import ActionList, ActionOut
-from schedulers.outbox import list_actions
+from store.scheduler_actions import list_actions
 
 
 async def actions(request: web.Request) -> web.Response:

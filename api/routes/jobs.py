@@ -1,8 +1,8 @@
 """Training jobs as a scheduler registers them, and the fabric under each one.
 
 ``POST /v1/jobs`` registers a job (``id``, ``hosts``, optional ``started_at``, ``expected_days``).
-Its body is :class:`analyzer.job_store.JobIn`, the one validation a job file given to
-``fabricmon check --job`` also goes through, and :mod:`analyzer.job_store` stores it. Every host
+Its body is :class:`analyzer.job_spec.JobIn`, the one validation a job file given to
+``fabricmon check --job`` also goes through, and :mod:`store.jobs` stores it. Every host
 must be a server of the inventory: unknown hosts are a 422 naming them, because a job the fabric
 cannot place would always look healthy. Registering an existing id replaces it (200; 201 when
 new), so a scheduler may simply retry.
@@ -19,9 +19,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from analyzer import job_store
 from analyzer.findings import SEVERITY_ORDER
-from analyzer.job_store import Job
 from analyzer.jobs import job_health
 from analyzer.verdict import from_report
 from api.inputs import JobIn, JobPath, PageQuery
@@ -45,6 +43,8 @@ from api.routes.base import (
 from api.schemas import JobAlertOut, JobFaultOut, JobHealthOut, JobList, JobOut, JobRailOut, Status
 from fabric.model import Fabric
 from schedulers.discovery import PREFIX as DISCOVERED_PREFIX
+from store import jobs as job_store
+from store.jobs import Job
 
 MAX_ALERTS = 100
 STATUS: dict[int, Status] = {0: "healthy", 1: "degraded", 2: "critical"}

@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from analyzer.job_store import load_job_file
+from analyzer.job_spec import load_job_file
 from analyzer.report import human
-from analyzer.service import AnalyzerService, assess
+from analyzer.service import assess
 from cli import context
+from cli.compose import analyzer_service
 from cli.output import emit
 from cli.service import database, note, stop_on_signals
 
@@ -46,7 +47,7 @@ def run_analyze(args: argparse.Namespace) -> int:
         stop = asyncio.Event()
         stop_on_signals(stop)
         async with database(dsn, config, fabric) as pool:
-            service = AnalyzerService(config, fabric, pool)
+            service = analyzer_service(config, fabric, pool)
             if args.once:  # one-shot: no election (the database serializes it with a running leader)
                 report = await service.evaluate_once()
                 if config.alerts.webhooks and (left := await service.drain_webhooks(timeout_s=30)):

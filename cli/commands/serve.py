@@ -11,10 +11,9 @@ import argparse
 import asyncio
 import contextlib
 
-from analyzer.metrics import AnalyzerMetrics
-from analyzer.service import AnalyzerService
 from api.app import create_app
 from cli import context
+from cli.compose import analyzer_metrics, analyzer_service
 from cli.service import database, note, serving, stop_on_signals
 from collector.metrics import CollectorMetrics
 from collector.runner import CollectorService, plan
@@ -64,12 +63,12 @@ def run_all(args: argparse.Namespace) -> int:
             asyncio.get_running_loop().call_later(args.duration, stop.set)
         async with database(dsn, config, fabric) as pool:
             collector = CollectorService(config, fabric, pool, the_plan)
-            analyzer = AnalyzerService(config, fabric, pool)
+            analyzer = analyzer_service(config, fabric, pool)
             metrics = CollectorMetrics(
                 collector.pipeline, collector.collectors, collector.heartbeat.stats, tasks=collector.tasks
             )
-            mine = AnalyzerMetrics(analyzer)
-            app = create_app(config, fabric, pool=pool, extra_collectors=[metrics, mine])
+            mine = analyzer_metrics(analyzer)
+            app = create_app(config, fabric, pool=pool, extra_collectors=[metrics, *mine])
             note(f"collecting {the_plan.switches} switches, analyzing every {config.analyzer.interval_s:g} s")
             async with serving(app, args.listen or config.api.listen):
                 collecting = asyncio.create_task(collector.run(stop), name="collector")

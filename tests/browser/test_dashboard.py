@@ -23,12 +23,12 @@ from urllib.parse import quote
 
 import pytest
 
-from analyzer.job_store import Job, save_job
 from api.app import create_app
 from config.model import Config
 from fabric.model import Fabric, FabricParams
 from fabric.topology import build_aipod
 from store.db import create_pool
+from store.jobs import Job, save_job
 from store.pgserver import EmbeddedStore
 from tests.conftest import run_sync
 from tests.support.api_lab import CONFIG, DOWN_LEAF, FABRIC, JOB_HOSTS, STORM_LEAF, seeded_database, serve_in_thread

@@ -15,8 +15,9 @@ from analyzer.context import CheckContext, RoundResults
 from analyzer.engine import CHECKS as HEALTH_CHECKS
 from analyzer.engine import RULES_OF
 from analyzer.findings import Finding
-from analyzer.oversubscription import Ratio, check_oversubscription
+from analyzer.oversubscription import check_oversubscription
 from analyzer.rails import check_ecmp, check_rail_capacity, check_rail_load
+from analyzer.round_data import Ratio
 from analyzer.snapshot import check_unreported_ports
 from collector.pipeline import Pipeline
 from fabric.model import FabricParams

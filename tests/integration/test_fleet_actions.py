@@ -22,7 +22,7 @@ from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from schedulers.config import SlurmConfig
 from schedulers.executor import SCHEDULER, SlurmExecutor
-from schedulers.outbox import Policy, claim, list_actions
+from store.scheduler_actions import Policy, claim, list_actions
 
 pytestmark = pytest.mark.db
 

@@ -1,4 +1,4 @@
-"""The ``jobs`` table through :mod:`analyzer.job_store`, its one reader and writer, on TimescaleDB."""
+"""The ``jobs`` table through :mod:`store.jobs`, its one reader and writer, on TimescaleDB."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from analyzer import job_store
-from analyzer.job_store import Job, job_from_dict
+from analyzer.job_spec import job_from_dict
+from store import jobs as job_store
+from store.jobs import Job
 
 START = datetime(2026, 11, 20, 12, tzinfo=UTC)
 

@@ -25,7 +25,6 @@ import pytest
 
 from analyzer.config import ThresholdsConfig
 from analyzer.context import CheckContext
-from analyzer.job_store import Job, save_job
 from analyzer.link_health import LinkLimits, check_link_health, link_health
 from analyzer.service import AnalyzerService
 from collector.pipeline import Pipeline
@@ -38,6 +37,7 @@ from store.config import WriterConfig
 from store.db import Pool, create_pool
 from store.dom import DomSample, write_dom
 from store.inventory import ensure_fabric
+from store.jobs import Job, save_job
 from store.migrate import migrate
 from tests.support.receiver import Got, receiver
 

@@ -26,19 +26,20 @@ from analyzer.alerts import SyncResult, require_review, sync_alerts
 from analyzer.config import WebhookConfig
 from analyzer.findings import Finding, blast_radius
 from analyzer.incidents import correlate
-from analyzer.job_store import Job, list_jobs, save_job
 from analyzer.links import links_scope
-from analyzer.metrics import AnalyzerMetrics
-from analyzer.service import AnalyzerService
+from analyzer.withheld import review_withheld
 from api.app import create_app
+from cli.compose import analyzer_metrics, analyzer_service
 from config.model import Config
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from schedulers.config import SlurmConfig
 from schedulers.discovery import SlurmDiscovery
 from schedulers.executor import SCHEDULER, SlurmExecutor
-from schedulers.outbox import Policy, claim, list_actions, note_commands, record, renew
+from schedulers.service import Schedulers
 from schedulers.slurm import Operation, SlurmCommands, SlurmUnavailable
+from store.jobs import Job, list_jobs, save_job
+from store.scheduler_actions import Policy, claim, list_actions, note_commands, record, renew
 from tests.integration.test_analyze_e2e import lab
 from tests.support.slurm import SlurmCluster, missing_programs, slurm_cluster
 
@@ -200,13 +201,10 @@ async def test_a_leaf_loss_above_the_circuit_breaker_drains_nothing(pool: asyncp
 
 async def test_the_fleet_breaker_withholds_what_incidents_add_up_to(pool: asyncpg.Pool, slurm: SlurmCluster) -> None:
     """Each incident drains one host (within its own limit), but never more than max_drained_nodes
-    at once; the incident whose drain is withheld is told it needs review (webhooks hear it)."""
+    at once; the incident whose drain is withheld is told it needs review (webhooks hear it) by the
+    analyzer's next round, which reads what the executor recorded: the executor never calls back."""
     hook = WebhookConfig(url="http://127.0.0.1:9/hook")
-
-    async def review(alert_id: int, why: str) -> None:
-        await require_review(pool, alert_id, why, webhooks=[hook], schedulers=(POLICY,))
-
-    executor = SlurmExecutor(pool, config(slurm, max_drained_nodes=2), on_withheld=review)
+    executor = SlurmExecutor(pool, config(slurm, max_drained_nodes=2))
     t0 = datetime.now(UTC)
     for i in range(3):
         await sync(pool, [server_link(p) for p in (1, 2, 3)[: i + 1]], t0 + timedelta(seconds=i), POLICY)
@@ -215,6 +213,13 @@ async def test_the_fleet_breaker_withholds_what_incidents_add_up_to(pool: asyncp
     third = (await actions(pool))[-1]
     assert third["status"] == "withheld" and "fleet circuit breaker" in third["result"]["srv-g1-003"]
     assert third["commands"] == []  # nothing was run
+    alert = await pool.fetchrow("SELECT * FROM alerts WHERE id = $1", third["incident"])
+    assert not alert["needs_review"]  # recorded, not yet read: the executor does not call the analyzer
+    # the next round reads it, once
+    reviewed = await review_withheld(pool, webhooks=[hook], schedulers=(POLICY,))
+    assert (reviewed.escalated, reviewed.deliveries) == (1, 1)
+    again = await review_withheld(pool, webhooks=[hook], schedulers=(POLICY,))
+    assert (again.escalated, again.deliveries) == (0, 0)
     alert = await pool.fetchrow("SELECT * FROM alerts WHERE id = $1", third["incident"])
     assert (alert["recommended_action"], alert["needs_review"], alert["severity"]) == ("observe", True, "critical")
     assert "fleet circuit breaker" in alert["reason"]
@@ -472,7 +477,7 @@ async def test_end_to_end_a_flapping_cable_under_a_discovered_job_drains_its_nod
         schedulers = {"slurm": {"slurm_conf": str(slurm.conf), "poll_s": 1, "command_timeout_s": 20}}
         cfg = lb.config.model_validate({**lb.config.model_dump(mode="json"), "schedulers": schedulers})
         alerts = cfg.alerts.model_copy(update={"resume_after_s": 3.0})  # resumed 3 s after it stays clean
-        service = AnalyzerService(
+        service = analyzer_service(
             cfg.model_copy(update={"analyzer": analyzer, "alerts": alerts}), lb.sim.fabric, lb.pool
         )
         stop = asyncio.Event()
@@ -587,13 +592,13 @@ async def test_metrics_count_actions_and_pass_promtool(pool: asyncpg.Pool, slurm
             "alerts": {"alertmanagers": [{"url": "http://127.0.0.1:9"}]},
         }
     )
-    service = AnalyzerService(cfg, FABRIC, pool)
-    assert service.schedulers.executor is not None
+    service = analyzer_service(cfg, FABRIC, pool)
+    assert isinstance(service.schedulers, Schedulers) and service.schedulers.executor is not None
     t0 = datetime.now(UTC)
     await sync(pool, [server_link(3)], t0, POLICY)
     await run_all(service.schedulers.executor)
-    extra = AnalyzerMetrics(service)
-    async with TestClient(TestServer(create_app(cfg, FABRIC, pool=pool, extra_collectors=[extra]))) as client:
+    extra = analyzer_metrics(service)
+    async with TestClient(TestServer(create_app(cfg, FABRIC, pool=pool, extra_collectors=extra))) as client:
         resp = await client.get("/metrics")
         text = await resp.text()
     assert 'fabricmon_scheduler_actions{scheduler="slurm",status="done"} 1.0' in text

@@ -28,16 +28,16 @@ from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alerts import sync_alerts
 from analyzer.findings import Finding
 from analyzer.incidents import correlate
-from analyzer.job_store import list_jobs
 from analyzer.links import links_scope
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from schedulers.config import SlurmConfig
 from schedulers.discovery import SlurmDiscovery
 from schedulers.executor import SCHEDULER, SlurmExecutor
-from schedulers.outbox import Policy, list_actions
 from schedulers.slurm import Operation, SlurmError, SlurmRefused, SlurmUnavailable
 from schedulers.slurm_rest import SlurmRest, check_answer, unsupported
+from store.jobs import list_jobs
+from store.scheduler_actions import Policy, list_actions
 from tests.support.slurm import SlurmCluster
 from tests.support.slurmrestd import SlurmRestd, forged_token, missing, slurm_rest_cluster
 

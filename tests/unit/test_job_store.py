@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from analyzer.job_store import Job, JobError, JobIn, job_from_dict, load_job_file
+from analyzer.job_spec import JobError, JobIn, job_from_dict, load_job_file
+from store.jobs import Job
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 GOOD: list[dict[str, Any]] = [

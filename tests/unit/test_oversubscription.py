@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer.oversubscription import Ratio, rollups, switch_ratios
-from analyzer.snapshot import PortNow, Snapshot
+from analyzer.oversubscription import rollups, switch_ratios
+from analyzer.round_data import PortNow, Ratio, Snapshot
 from fabric.model import Fabric, FabricParams, Link, LinkKind
 from fabric.topology import build_aipod
 
