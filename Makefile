@@ -19,10 +19,11 @@ $(STAMP): pyproject.toml hatch_build.py collector/_speedups.c store/_copy_binary
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 
-## lint: ruff, mypy (strict) and the documentation site (mkdocs build --strict, into site/)
+## lint: ruff, mypy (strict), the import contracts (lint-imports: pyproject.toml) and the documentation site (mkdocs build --strict, into site/)
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 ## test: setup + lint + type check + the default (non-slow) test suites
