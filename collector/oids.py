@@ -4,7 +4,7 @@ Everything here is a literal table, so a new NOS is a new :class:`SnmpProfile` e
 a subclass. OIDs are dotted strings without a leading dot (the form both codecs take and give).
 
 Columns (:class:`Column`) name the :class:`~collector.records.PortReading` field they feed,
-the SNMP type family the value must have (``int`` or ``bytes``; anything else is counted
+the SNMP type family the value must have (``int``, ``bytes`` or ``oid``; anything else is counted
 invalid) and how long a value can be, which sizes GETBULK ``max-repetitions``.
 
 Sources:
@@ -19,6 +19,9 @@ Sources:
 * IEEE8021-PFC-MIB (802.1Qbb): ieee8021PfcIfTable ``1.3.111.2.802.1.1.21.1.1.1`` (AUGMENTS
   ifEntry): Counter32 totals; ``Requests`` count M_CONTROL.request primitives = pause frames
   SENT, ``Indications`` = frames RECEIVED.
+* ENTITY-MIB entPhysicalTable ``1.3.6.1.2.1.47.1.1.1`` and entAliasMappingTable
+  ``1.3.6.1.2.1.47.1.3.2``, ENTITY-SENSOR-MIB entPhySensorTable ``1.3.6.1.2.1.99.1.1``: the
+  transceivers' DOM sensors and what maps them to an interface (:mod:`collector.snmp_dom`).
 * CISCO-PFC-EXT-MIB: cpfcIfPriorityTable ``1.3.6.1.4.1.9.9.813.1.2.1`` (index
   ``ifIndex.priority``), Counter64, same request = sent semantics. SONiC's agent filled it
   the other way round until sonic-snmpagent PR #89 ("Fix PFC counters TX/RX", 2018-09-27):
@@ -43,7 +46,7 @@ _LLDP_REM = "1.0.8802.1.1.2.1.4.1.1"
 _IEEE_PFC = "1.3.111.2.802.1.1.21.1.1.1"
 _CPFC_PRIO = "1.3.6.1.4.1.9.9.813.1.2.1"
 
-Kind = Literal["int", "bytes"]
+Kind = Literal["int", "bytes", "oid"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +154,35 @@ IEEE_PFC: tuple[Column, ...] = (
 PFC_PRIORITIES = 8
 
 PfcSource = Literal["cisco", "ieee"]
+
+# --- transceiver DOM: ENTITY-MIB (RFC 6933) and ENTITY-SENSOR-MIB (RFC 3433) ---------------
+
+_ENT_PHYSICAL = "1.3.6.1.2.1.47.1.1.1.1"
+_ENT_ALIAS = "1.3.6.1.2.1.47.1.3.2.1"
+_ENT_SENSOR = "1.3.6.1.2.1.99.1.1.1"
+#: entPhysicalTable, indexed by entPhysicalIndex: what contains what (cached, refreshed rarely).
+ENT_PHYSICAL: tuple[Column, ...] = (
+    _c(_ENT_PHYSICAL, 2, "descr", "bytes", 255),
+    _c(_ENT_PHYSICAL, 4, "contained_in", max_value_bytes=5),
+    _c(_ENT_PHYSICAL, 5, "cls", max_value_bytes=3),
+    _c(_ENT_PHYSICAL, 7, "name", "bytes", 255),
+)
+#: entAliasMappingTable (index entPhysicalIndex.entAliasLogicalIndexOrZero): a port entity's
+#: interface, as a RowPointer to ``ifIndex.<n>``.
+ENT_ALIAS: tuple[Column, ...] = (_c(_ENT_ALIAS, 2, "identifier", "oid", 40),)
+#: entPhySensorTable's static columns (cached with the entities) and its live ones (every DOM poll).
+SENSOR_STATIC: tuple[Column, ...] = (
+    _c(_ENT_SENSOR, 1, "type", max_value_bytes=3),
+    _c(_ENT_SENSOR, 2, "scale", max_value_bytes=3),
+    _c(_ENT_SENSOR, 3, "precision", max_value_bytes=3),
+    _c(_ENT_SENSOR, 6, "units", "bytes", 255),
+)
+SENSOR_LIVE: tuple[Column, ...] = (
+    _c(_ENT_SENSOR, 4, "value", max_value_bytes=5),
+    _c(_ENT_SENSOR, 5, "status", max_value_bytes=3),
+)
+#: entAliasMappingIdentifier of a port entity: ``ifIndex.<n>`` (IF-MIB ifIndex column).
+IF_INDEX_COLUMN = f"{_IF}.1"
 
 # --- per-NOS profiles ----------------------------------------------------------------------
 

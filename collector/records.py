@@ -15,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from store.dom import DomSample
 
 #: Counter fields of a reading, in PortSample order (see store.records.PortSample).
 COUNTER_FIELDS: tuple[str, ...] = (
@@ -141,4 +144,17 @@ class Sink(Protocol):
 
     def count_invalid(self, switch: str, what: str, n: int = 1) -> None:
         """Count values skipped as malformed (wrong type, unknown path, absurd size)."""
+        ...
+
+
+@runtime_checkable
+class DomSink(Protocol):
+    """A Sink that also takes transceiver DOM samples (to ``transceiver_dom``, through store/dom.py).
+
+    Separate from :class:`Sink` so that a sink without DOM still serves: a collector hands DOM
+    only to a sink that has ``put_dom``.
+    """
+
+    async def put_dom(self, samples: Sequence[DomSample]) -> None:
+        """Hand over DOM samples (any switches). Back-pressure: may wait."""
         ...

@@ -25,7 +25,7 @@ from functools import partial
 
 from collector.config import CollectorConfig
 from collector.oids import profile_for
-from collector.records import Sink, TargetState
+from collector.records import DomSink, Sink, TargetState
 from collector.snmp_client import (
     Backend,
     SnmpAuthError,
@@ -62,6 +62,7 @@ class SnmpStats:
     varbinds: int = 0
     readings: int = 0
     lldp_readings: int = 0
+    dom_samples: int = 0
     poll_seconds: float = 0.0
     last_success_ns: dict[str, int] = field(default_factory=dict)
     states: dict[str, TargetState] = field(default_factory=dict)
@@ -73,14 +74,16 @@ def open_poller(
     interval_s: float,
     invalid: Callable[[str, int], None],
     backend: Backend = "auto",
+    dom_interval_s: float | None = None,
 ) -> SwitchPoller:
-    """A switch's poller over the codec that serves it (see :func:`~collector.snmp_client.choose_backend`)."""
+    """A switch's poller over the codec that serves it (see :func:`~collector.snmp_client.choose_backend`);
+    ``dom_interval_s``: read transceiver DOM that often (None: never)."""
     client: SnmpClient
     if choose_backend(target, backend) == "gufo":
         client = GufoClient(target, invalid)
     else:
         client = PysnmpClient(target, invalid, engines)
-    return SwitchPoller(target.switch, client, profile_for(target.profile), interval_s, invalid)
+    return SwitchPoller(target.switch, client, profile_for(target.profile), interval_s, invalid, dom_interval_s)
 
 
 class SnmpCollector:
@@ -101,6 +104,9 @@ class SnmpCollector:
         self.sink = sink
         self.config = config
         self.interval_s = config.snmp_interval_s
+        #: DOM is read only for a sink that takes it (:class:`~collector.records.DomSink`).
+        self.dom_sink = sink if isinstance(sink, DomSink) else None
+        self.dom_interval_s = config.dom_interval_s if self.dom_sink is not None else None
         self.backend: Backend = backend
         self.spread_s = self.interval_s if spread_s is None else min(spread_s, self.interval_s)
         self.stats = SnmpStats(targets=len(self.targets))
@@ -138,7 +144,7 @@ class SnmpCollector:
         switch = target.switch
         invalid = partial(self.sink.count_invalid, switch)  # the pipeline keeps the one count
         try:
-            poller = open_poller(target, engines, self.interval_s, invalid, self.backend)
+            poller = open_poller(target, engines, self.interval_s, invalid, self.backend, self.dom_interval_s)
         except SnmpError as exc:
             self._state(switch, TargetState.ERROR, str(exc))
             return None
@@ -206,6 +212,9 @@ class SnmpCollector:
         if result.lldp is not None:
             self.stats.lldp_readings += len(result.lldp)
             await self.sink.put_lldp(result.lldp)
+        if result.dom and self.dom_sink is not None:
+            self.stats.dom_samples += len(result.dom)
+            await self.dom_sink.put_dom(result.dom)
 
     def _failed(self, switch: str, state: TargetState, detail: str) -> None:
         self.stats.polls_failed += 1

@@ -2,7 +2,8 @@
 
 A poll is a GET of sysUpTime and ifNumber, then (under the collector's concurrency limit) one
 multi-column walk of every ifIndex-indexed counter (IF-MIB, EtherLike-MIB), the PFC table
-(CISCO-PFC-EXT-MIB per priority, else IEEE8021-PFC-MIB totals) and lldpRemTable. The index
+(CISCO-PFC-EXT-MIB per priority, else IEEE8021-PFC-MIB totals) and lldpRemTable, and, every
+DOM interval, the transceivers' sensors (:mod:`collector.snmp_dom`). The index
 tables (ifName/ifDescr/ifAlias/ifType, lldpLocPortTable) are walked on the first poll, every
 ``INDEX_REFRESH_POLLS`` polls, when ifNumber changes, after an ifLastChange moved, and when
 a counter row shows up for an ifIndex they lack.
@@ -47,7 +48,9 @@ from collector.oids import (
 )
 from collector.records import COUNTER_FIELDS, PFC_TOTAL_WRAP32, LldpReading, PortReading
 from collector.snmp_client import SnmpClient
+from collector.snmp_dom import DomPoller
 from collector.snmp_walk import Value, Walked
+from store.dom import DomSample
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +132,7 @@ class PollResult:
     lldp: list[LldpReading] | None
     requests: int
     varbinds: int
+    dom: list[DomSample] | None = None  # transceiver DOM, on the polls the DOM interval picks
 
 
 def _by_field(columns: Sequence[Column], walked: Walked) -> dict[str, dict[str, Value]]:
@@ -145,7 +149,10 @@ class SwitchPoller:
         profile: SnmpProfile,
         interval_s: float,
         count_invalid: Callable[[str, int], None],
+        dom_interval_s: float | None = None,
     ) -> None:
+        """``dom_interval_s``: read transceiver DOM every that many seconds, rounded to whole polls
+        (at least every poll); None: never."""
         self.switch = switch
         self.client = client
         self.profile = profile
@@ -154,6 +161,9 @@ class SwitchPoller:
         self.clock = UptimeClock()
         self.cache = IndexCache()
         self._warned_32 = False
+        self.dom = DomPoller(switch, count_invalid) if dom_interval_s is not None else None
+        self.dom_every = max(1, round((dom_interval_s or interval_s) / interval_s))
+        self._polls = 0
 
     # -- the poll -----------------------------------------------------------------------
 
@@ -170,6 +180,8 @@ class SwitchPoller:
             self.clock.update(uptime, sent, t0)
             if booted is not None and booted != self.clock.boot_ns:
                 self.cache.dirty = True  # a reboot may renumber ifIndex
+                if self.dom is not None:
+                    self.dom.invalidate()  # and entPhysicalIndex
         else:
             self.count_invalid("sysUpTime missing or not TimeTicks", 1)
         async with limiter:
@@ -184,10 +196,14 @@ class SwitchPoller:
             counters, times = await self._walk_counters()
             pfc_source, pfc = await self._walk_pfc()
             rem = await self._walk(LLDP_REM, len(cache.lldp_ports) or None) if cache.lldp_ports else None
-        t_lldp = time.time_ns()
+            t_lldp = time.time_ns()
+            dom = None
+            if self.dom is not None and self._polls % self.dom_every == 0:
+                dom = await self.dom.poll(self._walk, cache.names, time.time_ns())
+        self._polls += 1
         ports = self._port_readings(counters, times, pfc_source, pfc, t0)
         lldp = self._lldp_readings(rem, t_lldp) if rem is not None else None
-        return PollResult(ports, lldp, c.requests - requests, c.varbinds - varbinds)
+        return PollResult(ports, lldp, c.requests - requests, c.varbinds - varbinds, dom)
 
     async def _walk(self, columns: Sequence[Column], rows_hint: int | None) -> dict[str, dict[str, Value]]:
         walked = await self.client.walk(columns, rows_hint)

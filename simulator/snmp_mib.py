@@ -30,6 +30,9 @@ What is served (all numeric; ifIndex is ``PortCounters.if_index``):
   cpfcIfIndications .2) and cpfcIfPriorityTable (.813.1.2.1, index ifIndex.priority with
   priority 0..7 as cpfcIfPriorityValue: cpfcIfPriorityRequests .2,
   cpfcIfPriorityIndications .3).
+* ENTITY-MIB entPhysicalTable and entAliasMappingTable, ENTITY-SENSOR-MIB entPhySensorTable:
+  ports, their transceivers and DOM sensors (:mod:`simulator.snmp_entity`), read from the
+  view's ``transceivers`` at the snapshot's instant, only when one of those tables is walked.
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ import re
 import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from simulator import snmp_entity
 from simulator.snmp_ber import (
     COUNTER32,
     COUNTER64,
@@ -56,6 +60,7 @@ from simulator.snmp_ber import (
     encode_value,
     tlv,
 )
+from simulator.snmp_tables import Column, MibContext, Scalar, Table, Value
 from simulator.view import (
     LLDP_PORT_IFNAME,
     LLDP_PORT_LOCAL,
@@ -67,8 +72,6 @@ from simulator.view import (
     SwitchInfo,
 )
 
-Value = int | bytes | OID
-
 #: sysObjectID of every simulated switch: an OID under the documentation enterprise (RFC 5612).
 SYS_OBJECT_ID: OID = (1, 3, 6, 1, 4, 1, 32473, 1, 1)
 IF_MTU = 9216
@@ -76,64 +79,6 @@ IF_TYPE_ETHERNET = 6  # ethernetCsmacd
 LLDP_CHASSIS_MAC, LLDP_CHASSIS_LOCAL = 4, 7
 _TRUE, _FALSE = 1, 2  # SNMPv2-TC TruthValue
 _MAC = re.compile(r"^[0-9A-Fa-f]{2}([:-][0-9A-Fa-f]{2}){5}$")
-
-
-class MibContext:
-    """One switch at one instant: what every getter reads."""
-
-    __slots__ = ("_port_rows", "info", "lldp", "now_ns", "ports")
-
-    def __init__(self, info: SwitchInfo, ports: list[PortCounters], lldp: list[LldpNeighbor], now_ns: int) -> None:
-        self.info = info
-        self.ports = ports
-        self.lldp = lldp
-        self.now_ns = now_ns
-        self._port_rows: list[tuple[OID, Any]] | None = None
-
-    def ticks_since_boot(self, t_ns: int) -> int:
-        """A TimeStamp: sysUpTime (centiseconds) at ``t_ns``, 0 for anything before the boot."""
-        return max(0, (t_ns - self.info.boot_time_ns) // 10_000_000)
-
-    def port_rows(self) -> list[tuple[OID, Any]]:
-        """(ifIndex,) → port rows, shared by every ifIndex-indexed table."""
-        if self._port_rows is None:
-            # A duplicated ifIndex would repeat an OID and break walks: the first port wins.
-            by_index: dict[int, PortCounters] = {}
-            for p in self.ports:
-                if p.if_index > 0:
-                    by_index.setdefault(p.if_index, p)
-            self._port_rows = [((i,), by_index[i]) for i in sorted(by_index)]
-        return self._port_rows
-
-
-@dataclass(frozen=True, slots=True)
-class Scalar:
-    """A scalar object; its only instance is ``oid.0``."""
-
-    name: str
-    oid: OID
-    syntax: int
-    get: Callable[[MibContext], Value]
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    """One column of a table: sub-identifier under the entry, BER syntax, getter over a row."""
-
-    sub: int
-    name: str
-    syntax: int
-    get: Callable[[Any, MibContext], Value]
-
-
-@dataclass(frozen=True, slots=True)
-class Table:
-    """A conceptual table: its entry OID, its columns (ascending) and how to list its rows."""
-
-    name: str
-    entry: OID
-    columns: tuple[Column, ...]
-    rows: Callable[[MibContext], list[tuple[OID, Any]]]
 
 
 def _text(s: str) -> bytes:
@@ -269,6 +214,7 @@ _DEFINITIONS: tuple[Scalar | Table, ...] = (
         _C(2, "cpfcIfPriorityRequests", COUNTER64, lambda r, c: r[0].pfc_tx[r[1]]),
         _C(3, "cpfcIfPriorityIndications", COUNTER64, lambda r, c: r[0].pfc_rx[r[1]]),
     ), _pfc_priority_rows),
+    *snmp_entity.TABLES,
 )  # fmt: skip
 
 #: Every object, in OID order (objects never nest, so this orders their instances too).
@@ -316,7 +262,8 @@ class SwitchMib:
         if info is None:
             return None
         now = view.now_ns()
-        return cls(MibContext(info, view.ports(switch, now), view.lldp(switch), now))
+        optics = partial(view.transceivers, switch, now) if isinstance(view, snmp_entity.OpticsView) else None
+        return cls(MibContext(info, view.ports(switch, now), view.lldp(switch), now, optics))
 
     def _table_rows(self, i: int) -> _Rows:
         rows = self._rows[i]

@@ -1,0 +1,284 @@
+"""Transceiver DOM over SNMP: ENTITY-SENSOR-MIB sensors, mapped to interfaces by ENTITY-MIB.
+
+A sensor (entPhySensorTable, indexed by entPhysicalIndex) belongs to the interface of the first
+entity up its entPhysicalContainedIn chain that entAliasMappingTable maps to ``ifIndex.<n>``
+(the MIB's own port → interface link). The transceiver (the sample's ``component``) is the entity
+just below that port on the chain, or the mapped entity itself when it is no port(10) (an agent
+that maps its transceivers to their interfaces); its entPhysicalName names it (else its descr). A sensor
+whose chain reaches no mapped entity is skipped and counted (``unmapped``): the interface is
+never read from a name ("DOM RX Power Sensor for Ethernet5" stays unmapped on an agent whose
+entities do not say it).
+
+Values: ``entPhySensorValue * 10^(3*(scale - 9)) / 10^precision`` in the type's unit
+(RFC 3433 §3): celsius(8) → °C; amperes(5) → mA; watts(6) → dBm as ``10·log10(mW)``; and
+other(1) whose units display reads "dBm" → dBm as is (how an agent puts dBm in the standard MIB).
+Optical power has no direction in the MIB: every agent writes it in the sensor's entPhysicalDescr
+or Name ("RX"/"Receive"/"Input" vs "TX"/"Transmit"/"Output"), so that is where it is read;
+a power sensor saying neither or both is skipped and counted. Other types (volts, rpm) are not
+DOM and are ignored. Sensors not ok(1) in entPhySensorOperStatus are not reported.
+
+A module with several lanes reports per lane; the sample keeps the worst lane (lowest rx and tx
+power, highest bias, highest temperature), as :mod:`collector.optics_decode` does. Every value
+is bounded (:data:`collector.optics_decode.BOUNDS`); malformed ones are skipped and counted by
+kind through ``count_invalid``. Nothing here raises on what an agent sends.
+
+ENTITY-SENSOR-MIB has no thresholds (they live in vendor MIBs), so SNMP DOM rows carry none and
+the analyzer judges them against its configured ones.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from collector import snmp_lldp
+from collector.gnmi_values import NOT_A_NUMBER, OUT_OF_RANGE, WRONG_TYPE, Bad
+from collector.oids import ENT_ALIAS, ENT_PHYSICAL, IF_INDEX_COLUMN, SENSOR_LIVE, SENSOR_STATIC, Column
+from collector.optics_decode import bounded
+from collector.snmp_walk import Value
+from store.dom import DomSample
+
+#: EntitySensorDataType values read here.
+OTHER, AMPERES, WATTS, CELSIUS = 1, 5, 6, 8
+#: PhysicalClass port(10) (ENTITY-MIB).
+CLASS_PORT = 10
+STATUS_OK = 1
+#: SensorValue (RFC 3433): -1e9..1e9; SensorPrecision: -8..9; scale: yocto(1)..yotta(17).
+VALUE_MAX = 1_000_000_000
+PRECISION_RANGE = range(-8, 10)
+SCALE_RANGE = range(1, 18)
+#: Longest containment chain followed (a chassis is a handful deep); longer, or a loop: unmapped.
+MAX_DEPTH = 16
+#: Characters kept of a component name.
+MAX_NAME = 64
+#: Entity and sensor tables refresh after this many DOM polls (and at once on an unknown sensor).
+REFRESH_POLLS = 10
+UNMAPPED = "dom sensor unmapped"
+NO_DIRECTION = "dom power sensor without direction"
+
+_TOKENS = re.compile(r"[a-z0-9]+")
+_RX = frozenset({"rx", "receive", "received", "receiver", "input", "rcv"})
+_TX = frozenset({"tx", "transmit", "transmitted", "transmitter", "output", "xmit"})
+
+Walk = Callable[[Sequence[Column], int | None], Awaitable[dict[str, dict[str, Value]]]]
+Invalid = Callable[[str, int], None]
+
+
+def _int(value: Value | None) -> int:
+    if value.__class__ is not int:
+        raise Bad(WRONG_TYPE)
+    assert isinstance(value, int)
+    return value
+
+
+def scaled(value: Value | None, scale: Value | None, precision: Value | None) -> float:
+    """``value * 10^(3*(scale - 9)) / 10^precision``; raises :class:`Bad` on what RFC 3433 forbids."""
+    v, s, p = _int(value), _int(scale), _int(precision)
+    if not -VALUE_MAX <= v <= VALUE_MAX or s not in SCALE_RANGE or p not in PRECISION_RANGE:
+        raise Bad(OUT_OF_RANGE)
+    e = 3 * (s - 9) - p
+    return v * 10.0**e if e >= 0 else v / 10.0**-e  # a division keeps 229 / 10 at 22.9
+
+
+def quantity(kind: Value | None, scale: Value | None, precision: Value | None, value: Value | None,
+             units: str) -> tuple[str, float] | None:  # fmt: skip
+    """(``"dbm"``/``"ma"``/``"celsius"``, bounded value) of one sensor; None when it is no DOM type.
+
+    Raises :class:`Bad` with the invalid kind for a value that cannot be read.
+    """
+    t = _int(kind)
+    if t == CELSIUS:
+        return "celsius", bounded(scaled(value, scale, precision), "celsius")
+    if t == AMPERES:
+        return "ma", bounded(scaled(value, scale, precision) * 1e3, "ma")
+    if t == WATTS:
+        mw = scaled(value, scale, precision) * 1e3
+        if not mw > 0:
+            raise Bad(OUT_OF_RANGE)  # no light has no dBm
+        return "dbm", bounded(10.0 * math.log10(mw), "dbm")
+    if t == OTHER and units.strip().lower() == "dbm":
+        return "dbm", bounded(scaled(value, scale, precision), "dbm")
+    return None
+
+
+def direction(*texts: str) -> str | None:
+    """``"rx"``/``"tx"`` from a power sensor's descr and name words; None when they say neither or both."""
+    words = {w for t in texts for w in _TOKENS.findall(t[:256].lower())}
+    rx, tx = bool(words & _RX), bool(words & _TX)
+    return "rx" if rx and not tx else "tx" if tx and not rx else None
+
+
+def if_index_of(identifier: Value | None) -> int | None:
+    """The ifIndex an entAliasMappingIdentifier points at (``ifIndex.<n>``), else None."""
+    if not isinstance(identifier, str) or len(identifier) > 128:
+        return None
+    prefix, _, n = identifier.lstrip(".").rpartition(".")
+    return int(n) if prefix == IF_INDEX_COLUMN and n.isdigit() and 0 < int(n) < 2**31 else None
+
+
+@dataclass(slots=True)
+class EntityTree:
+    """A switch's entities as containment, and which of them are interfaces."""
+
+    parent: dict[str, str] = field(default_factory=dict)
+    ports: set[str] = field(default_factory=set)  # entities of class port(10)
+    names: dict[str, str] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)  # descr + name, for a sensor's direction
+    if_index: dict[str, int] = field(default_factory=dict)  # entity → ifIndex (alias mapping)
+
+    @classmethod
+    def from_walk(
+        cls, physical: Mapping[str, Mapping[str, Value]], alias: Mapping[str, Mapping[str, Value]]
+    ) -> EntityTree:
+        """From the walked entPhysicalTable and entAliasMappingTable columns."""
+        tree = cls()
+        for index, value in physical.get("contained_in", {}).items():
+            if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**31:
+                tree.parent[index] = str(value)
+        tree.ports = {i for i, v in physical.get("cls", {}).items() if v == CLASS_PORT}
+        descr, name = physical.get("descr", {}), physical.get("name", {})
+        for index in {*descr, *name}:
+            d, n = snmp_lldp.text(descr.get(index))[:MAX_NAME], snmp_lldp.text(name.get(index))[:MAX_NAME]
+            tree.names[index] = n or d or f"entity {index}"
+            tree.texts[index] = f"{d} {n}"
+        for index, value in alias.get("identifier", {}).items():
+            entity, _, logical = index.partition(".")
+            if_index = if_index_of(value)
+            if if_index is not None and (logical in ("", "0") or entity not in tree.if_index):
+                tree.if_index[entity] = if_index
+        return tree
+
+    def port_of(self, sensor: str) -> tuple[int, str] | None:
+        """(ifIndex, transceiver entity) of a sensor; None when no mapped entity contains it.
+
+        The transceiver is the mapped entity itself unless that is a port(10), which holds it:
+        then the entity below the port on the sensor's chain.
+        """
+        below, at = sensor, sensor
+        seen = {sensor}
+        for _ in range(MAX_DEPTH):
+            n = self.if_index.get(at)
+            if n is not None:
+                return n, below if at in self.ports else at
+            up = self.parent.get(at)
+            if up is None or up in seen:
+                return None
+            seen.add(up)
+            below, at = at, up
+        return None
+
+
+@dataclass(slots=True)
+class _Module:
+    rx: list[float] = field(default_factory=list)
+    tx: list[float] = field(default_factory=list)
+    bias: list[float] = field(default_factory=list)
+    temperature: list[float] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DomCounts:
+    """What one decode skipped, for the collector's stats."""
+
+    sensors: int = 0  # DOM sensors read
+    unmapped: int = 0
+    invalid: dict[str, int] = field(default_factory=dict)
+
+
+def decode(
+    at: datetime,
+    switch: str,
+    tree: EntityTree,
+    static: Mapping[str, Mapping[str, Value]],
+    live: Mapping[str, Mapping[str, Value]],
+    if_names: Mapping[str, str],
+) -> tuple[list[DomSample], DomCounts]:
+    """One DOM sample per transceiver of a mapped interface, from the sensor table's columns."""
+    counts = DomCounts()
+    modules: dict[tuple[str, str], _Module] = {}
+    kinds, scales, precisions, units = (static.get(k, {}) for k in ("type", "scale", "precision", "units"))
+    status = live.get("status", {})
+    for index, value in live.get("value", {}).items():
+        if status.get(index, STATUS_OK) != STATUS_OK:
+            continue
+        try:
+            got = quantity(kinds.get(index), scales.get(index), precisions.get(index), value,
+                           snmp_lldp.text(units.get(index))[:16])  # fmt: skip
+        except Bad as exc:
+            counts.invalid[exc.args[0]] = counts.invalid.get(exc.args[0], 0) + 1
+            continue
+        except (ValueError, OverflowError):
+            counts.invalid[NOT_A_NUMBER] = counts.invalid.get(NOT_A_NUMBER, 0) + 1
+            continue
+        if got is None:
+            continue
+        counts.sensors += 1
+        where = tree.port_of(index)
+        port = if_names.get(str(where[0])) if where is not None else None
+        if where is None or not port:
+            counts.unmapped += 1
+            continue
+        unit, v = got
+        m = modules.setdefault((port, where[1]), _Module())
+        if unit == "dbm":
+            way = direction(tree.texts.get(index, ""))
+            if way is None:
+                counts.invalid[NO_DIRECTION] = counts.invalid.get(NO_DIRECTION, 0) + 1
+                continue
+            (m.rx if way == "rx" else m.tx).append(v)
+        elif unit == "ma":
+            m.bias.append(v)
+        else:
+            m.temperature.append(v)
+    samples = [
+        DomSample(at, switch, port, tree.names.get(entity, f"entity {entity}"), min(m.rx, default=None),
+                  min(m.tx, default=None), max(m.bias, default=None), max(m.temperature, default=None))
+        for (port, entity), m in sorted(modules.items())
+    ]  # fmt: skip
+    return samples, counts
+
+
+class DomPoller:
+    """One switch's DOM over SNMP: its cached entity tree and sensor descriptions, and one DOM poll."""
+
+    def __init__(self, switch: str, count_invalid: Invalid) -> None:
+        self.switch = switch
+        self.count_invalid = count_invalid
+        self.tree: EntityTree | None = None
+        self.static: dict[str, dict[str, Value]] = {}
+        self.polls = 0
+        self.unmapped = 0  # sensors skipped so far: no entity maps them to an interface
+        self.refreshes = 0
+
+    def invalidate(self) -> None:
+        """Re-read the entity tables at the next poll (a reboot may renumber them)."""
+        self.tree = None
+
+    async def _refresh(self, walk: Walk) -> None:
+        physical = await walk(ENT_PHYSICAL, None)
+        alias = await walk(ENT_ALIAS, None)
+        self.tree = EntityTree.from_walk(physical, alias)
+        self.static = await walk(SENSOR_STATIC, None)
+        self.polls = 0
+        self.refreshes += 1
+
+    async def poll(self, walk: Walk, if_names: Mapping[str, str], at_ns: int) -> list[DomSample]:
+        """Walk the sensors (and the entity tables when stale); the samples of mapped transceivers."""
+        if self.tree is None or self.polls >= REFRESH_POLLS:
+            await self._refresh(walk)
+        live = await walk(SENSOR_LIVE, len(self.static.get("type", {})) or None)
+        known = self.static.get("type", {})
+        if any(i not in known for i in live.get("value", {})) and self.polls > 0:
+            await self._refresh(walk)  # a new sensor (a module plugged in): describe it now
+            live = await walk(SENSOR_LIVE, len(self.static.get("type", {})) or None)
+        self.polls += 1
+        assert self.tree is not None
+        at = datetime.fromtimestamp(at_ns / 1e9, tz=UTC)
+        samples, counts = decode(at, self.switch, self.tree, self.static, live, if_names)
+        for kind, n in counts.invalid.items():
+            self.count_invalid(f"ENTITY-SENSOR-MIB: {kind}", n)
+        self.unmapped += counts.unmapped
+        return samples

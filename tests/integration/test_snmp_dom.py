@@ -1,0 +1,123 @@
+"""Transceiver DOM over SNMP end to end: the simulator's agent on UDP loopback, the real SNMP
+collector, store/dom.py into TimescaleDB.
+
+The fabric names its ports per NOS (``mixed``): an EOS leaf (``Ethernet1/1``, EOS's sensor
+precision), a SONiC leaf (``Ethernet0``, SONiC's) and a Junos leaf (``et-0/0/0:0``, ifIndex
+500 + n). An ``optic_degrade`` of 3600 dB/h (1 dB per second of the simulator's real-time clock)
+on one port shows as falling rx power in ``transceiver_dom`` under the port's inventory name;
+every other port stays where the simulator says it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+
+import asyncpg
+import pytest
+import pytest_asyncio
+from pydantic import SecretStr
+
+from collector.config import CollectorConfig
+from collector.records import LldpReading, PortReading, TargetState
+from collector.snmp import SnmpCollector
+from collector.targets import SwitchTarget
+from fabric.model import FabricParams
+from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
+from store.dom import DomSample, write_dom
+
+SWITCHES = ("lf-g1-r2", "lf-g1-r3", "lf-g1-r4")  # eos, sonic, junos in the ``mixed`` naming
+
+
+class DomDbSink:
+    """A Sink that stores DOM through store/dom.py (the table's one writer) and drops the rest."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+        self.invalid: Counter[str] = Counter()
+        self.dom_batches = 0
+
+    async def put_ports(self, readings: Sequence[PortReading]) -> None:
+        pass
+
+    async def put_lldp(self, readings: Sequence[LldpReading]) -> None:
+        pass
+
+    async def put_dom(self, samples: Sequence[DomSample]) -> None:
+        async with self.pool.acquire() as conn:
+            await write_dom(conn, samples)
+        self.dom_batches += 1
+
+    def set_state(self, switch: str, state: TargetState, detail: str | None = None) -> None:
+        pass
+
+    def count_invalid(self, switch: str, what: str, n: int = 1) -> None:
+        self.invalid[what] += n
+
+
+@pytest_asyncio.fixture
+async def sim() -> AsyncIterator[RunningSim]:
+    running = await start_sim(
+        SimOptions(params=FabricParams(gpus=64, radix=16), gnmi=None, snmp="127.0.0.1:0", control=None,
+                   snmp_v3=False, naming="mixed")
+    )  # fmt: skip
+    try:
+        yield running
+    finally:
+        await stop_sim(running)
+
+
+async def test_optic_degrade_shows_as_falling_rx_power_in_transceiver_dom(sim: RunningSim, pool: asyncpg.Pool) -> None:
+    assert sim.state is not None and sim.fabric is not None and sim.snmp is not None
+    state, fabric = sim.state, sim.fabric
+    cabled = {sw: [p.name for p in fabric.ports(sw) if p.peer is not None] for sw in SWITCHES}
+    faulty = cabled["lf-g1-r2"][3]
+    state.apply({"kind": "optic_degrade", "switch": "lf-g1-r2", "port": faulty, "db_per_hour": 3600.0})
+    t0 = time.time_ns()
+    sink = DomDbSink(pool)
+    address = f"127.0.0.1:{sim.snmp.port}"
+    targets = [SwitchTarget(sw, "snmp", address, community=SecretStr(sw), timeout_s=1.0, retries=1,
+                            profile="simulator") for sw in SWITCHES]  # fmt: skip
+    collector = SnmpCollector(targets, sink, CollectorConfig(snmp_interval_s=0.5, dom_interval_s=0.5), spread_s=0)
+    task = asyncio.create_task(collector.run())
+    try:
+        for _ in range(400):  # 20 s at most
+            if sink.dom_batches >= 6 * len(SWITCHES):
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert sink.dom_batches >= 6 * len(SWITCHES)
+    assert not sink.invalid, sink.invalid
+
+    rows = await pool.fetch("SELECT * FROM transceiver_dom ORDER BY time")
+    ports = {(r["switch"], r["port"]) for r in rows}
+    assert ports == {(sw, p) for sw in SWITCHES for p in cabled[sw]}  # every optic, as the inventory names it
+
+    series = [r for r in rows if (r["switch"], r["port"]) == ("lf-g1-r2", faulty)]
+    rx = [r["rx_power_dbm"] for r in series]
+    span_s = (series[-1]["time"] - series[0]["time"]).total_seconds()
+    assert span_s >= 2.0
+    assert rx[-1] - rx[0] == pytest.approx(-span_s, abs=0.35)  # 1 dB/s, within the wobble and a poll's skew
+    assert all(b < a + 0.15 for a, b in itertools.pairwise(rx))  # falling, noise aside
+    assert series[0]["component"] == state.optics.of("lf-g1-r2", faulty).component
+
+    for sw in SWITCHES:  # every other optic reads as the simulator has it, to the encoding's step
+        for port in cabled[sw]:
+            if (sw, port) == ("lf-g1-r2", faulty):
+                continue
+            last = max((r for r in rows if (r["switch"], r["port"]) == (sw, port)), key=lambda r: r["time"])
+            truth = {o.port: o for o in state.transceivers(sw, int(last["time"].timestamp() * 1e9))}[port]
+            assert last["rx_power_dbm"] == pytest.approx(truth.rx_power_dbm, abs=0.12), (sw, port)
+            assert last["tx_power_dbm"] == pytest.approx(truth.tx_power_dbm, abs=0.01), (sw, port)
+            assert last["laser_bias_ma"] == pytest.approx(truth.laser_bias_ma, abs=0.05), (sw, port)
+            assert last["temperature_c"] == pytest.approx(truth.temperature_c, abs=0.05), (sw, port)
+            assert last["rx_low_critical_dbm"] is None  # ENTITY-SENSOR-MIB carries no thresholds
+    assert collector.stats.dom_samples == len(rows)
+    assert t0 < rows[0]["time"].timestamp() * 1e9
