@@ -119,6 +119,23 @@ def test_table_code_spans_lose_their_pipe_escapes_on_the_site_only() -> None:
     assert unescape_table_code(text) == "| `a|b` | x \\| y |\n```\n| `c\\|d` |\n```\nplain `e\\|f`"
 
 
+#: Pages that are history: they name files as they were.
+HISTORY = {"docs/decisions.md", "docs/benchmarks-history.md"}
+
+
+def test_the_files_the_pages_name_exist() -> None:
+    """A path such as `store/jobs.py` in a current page names a file of the repository."""
+    named = re.compile(r"`([A-Za-z_][\w./-]*/[\w.-]+\.(?:py|c|sql|yml|yaml|json|sh|md))`")
+    pages = [ROOT / "README.md", *(p for p in (ROOT / "docs").rglob("*.md") if str(p.relative_to(ROOT)) not in HISTORY)]
+    missing = {
+        f"{page.relative_to(ROOT)}: {path}"
+        for page in pages
+        for path in named.findall(page.read_text())
+        if "NNNN" not in path and not (ROOT / path).exists()
+    }
+    assert missing == set()
+
+
 def test_the_readme_fits_on_two_screens_and_its_links_resolve() -> None:
     text = README.read_text()
     assert len(text.encode()) <= README_MAX_BYTES, f"README.md is {len(text.encode())} bytes"
