@@ -32,7 +32,6 @@ keyed by :func:`alertmanager_key` (``host:port``: never credentials, path or que
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -50,6 +49,7 @@ from analyzer.config import AlertmanagerConfig
 from analyzer.payloads import AlertRow, _annotations, alertmanager_labels, dumps, iso, redact_url
 from config.model import Config
 from fabric.model import Fabric
+from fabric.tasks import stop_task
 from store.db import UNAVAILABLE_ERRORS, Pool, PostgresError
 
 log = logging.getLogger(__name__)
@@ -302,9 +302,7 @@ class AlertmanagerPusher:
             return
         if grace_s > 0:
             await self.flush(grace_s)
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await stop_task(self._task, "the Alertmanager pusher", log)
         self._task = None
 
     async def _run(self) -> None:

@@ -340,8 +340,11 @@ class LeaderElection:
     async def _drop(self, conn: Any) -> None:
         """Terminate ``conn`` (it may hold the lock) and hand its slot back to the pool."""
         _terminate(conn)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._pool.release(conn), 2.0)
+        try:
+            async with asyncio.timeout(2.0):
+                await self._pool.release(conn)
+        except Exception as exc:  # terminated: its slot comes back when the pool notices
+            log.debug("leader election: releasing a terminated connection: %s", exc)
 
     async def _release(self) -> None:
         """Give the lock up on the way out: unlock and return the connection, or terminate it."""
@@ -353,7 +356,8 @@ class LeaderElection:
         try:
             if was_leader:
                 await self._guarded(conn, conn.fetchval("SELECT pg_advisory_unlock($1)", self.key))
-            await asyncio.wait_for(self._pool.release(conn), self.timing.check_timeout_s)
+            async with asyncio.timeout(self.timing.check_timeout_s):
+                await self._pool.release(conn)
         except Exception as exc:
             log.debug("leader election: could not release the lock connection cleanly: %s", exc)
             await self._drop(conn)

@@ -13,7 +13,6 @@ live in the database, so a restart neither re-fires nor forgets.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 from collections.abc import Coroutine
@@ -41,6 +40,8 @@ from analyzer.webhooks import WebhookSender
 from analyzer.withheld import review_withheld
 from config.model import Config
 from fabric.model import Fabric
+from fabric.tasks import owned_tasks
+from fabric.waits import wait_event
 from store.db import UNAVAILABLE_ERRORS, Connection, Pool
 
 log = logging.getLogger(__name__)
@@ -263,21 +264,17 @@ class AnalyzerService:
 
     async def drain_webhooks(self, timeout_s: float) -> int:
         """Send what is pending (for one-shot runs); return what is still pending after ``timeout_s``."""
-        sender = asyncio.create_task(self.sender.run(), name="webhook-sender")
-        self.sender.notify()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        try:
+        async with owned_tasks("one-shot webhook drain", log) as tasks:
+            tasks.start(self.sender.run(), "webhook-sender")
+            self.sender.notify()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
             for _ in range(int(timeout_s / 0.2) + 1):  # polls the outbox: deliveries live in the database
                 left = sum((await self.sender.pending()).values())
                 if not left or loop.time() >= deadline:
                     return left
                 await asyncio.sleep(0.2)
             return sum((await self.sender.pending()).values())
-        finally:
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sender
 
     def warmup_s(self) -> float:
         """How long a starting analyzer evaluates without raising alerts.
@@ -321,13 +318,9 @@ class AnalyzerService:
         election.start()
         try:
             while not stop.is_set():
-                watching = asyncio.create_task(self._watch_collection(), name="standby-heartbeats")
-                try:
+                async with owned_tasks("analyzer standby", log) as tasks:
+                    tasks.start(self._watch_collection(), "standby-heartbeats")
                     leading = await _first(election.wait_leading(), stop)
-                finally:
-                    watching.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await watching
                 if leading:
                     await self._lead(stop, alerts_from, election)
         finally:
@@ -351,32 +344,28 @@ class AnalyzerService:
 
     async def _lead(self, stop: asyncio.Event, alerts_from: float, election: LeaderElection | None) -> None:
         """One term as leader: rounds, sender, scheduler tasks and pushes until ``stop`` (the round
-        in progress finishes) or the lock is lost (everything is cancelled at once)."""
+        in progress finishes) or the lock is lost (everything is cancelled at once). A task of the
+        term that fails ends it: everything is cancelled, and its error raised (fabric/tasks.py)."""
         if self._terms:  # another leader evaluated meanwhile: what this process remembers is stale
             self.first_seen.clear()  # (not the heartbeat memory: the standby kept that current)
         self._terms += 1
-        sender = asyncio.create_task(self.sender.run(), name="webhook-sender")
-        schedulers = asyncio.create_task(self.schedulers.run(), name="schedulers")
-        self.alertmanagers.start()
-        rounds = asyncio.create_task(self._rounds(stop, alerts_from, election), name="analyzer-rounds")
-        ends = [rounds]  # on stop, or on a round that found the lock gone
-        if election is not None:  # ... or as soon as the election loses it
-            ends.append(asyncio.create_task(election.wait_standby(), name="leadership-watch"))
-        tasks = [*ends, sender, schedulers]
         deposed = False
         try:
-            await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
-            deposed = election is not None and not election.leader
-            if not deposed:  # a clean stop: the scheduler action in flight is recorded, not dropped
-                await self.schedulers.close()
+            # leaving the block cancels what still runs: the rounds have ended on stop; deposed, the
+            # round in progress is dropped
+            async with owned_tasks("analyzer term", log) as tasks:
+                tasks.start(self.sender.run(), "webhook-sender")
+                tasks.start(self.schedulers.run(), "schedulers")
+                self.alertmanagers.start()
+                ends = [tasks.start(self._rounds(stop, alerts_from, election), "analyzer-rounds")]
+                if election is not None:  # ... or as soon as the election loses it
+                    ends.append(tasks.start(election.wait_standby(), "leadership-watch"))
+                await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+                deposed = election is not None and not election.leader
+                if not deposed:  # a clean stop: the scheduler action in flight is recorded, not dropped
+                    await self.schedulers.close()
         finally:
-            for task in tasks:
-                task.cancel()  # the rounds have ended on stop; deposed, the one in progress is dropped
-            results = await asyncio.gather(*tasks, return_exceptions=True)
             await self.alertmanagers.close(grace_s=0.0 if deposed else 1.0)
-        for result in results:  # a task's bug surfaces once every task has stopped
-            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
-                raise result
 
     async def _rounds(self, stop: asyncio.Event, alerts_from: float, election: LeaderElection | None) -> None:
         loop = asyncio.get_running_loop()
@@ -394,18 +383,12 @@ class AnalyzerService:
                 self.failed_rounds += 1
                 log.exception("evaluation failed; retrying next round")
             self.alertmanagers.push(datetime.now(UTC))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.config.analyzer.interval_s)
+            await wait_event(stop, self.config.analyzer.interval_s)
 
 
 async def _first(waiter: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:
     """Wait for ``waiter`` or ``stop``; whether ``waiter`` came first (and ``stop`` is not set)."""
-    tasks = [asyncio.ensure_future(waiter), asyncio.ensure_future(stop.wait())]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    return tasks[0].done() and not tasks[0].cancelled() and not stop.is_set()
+    async with owned_tasks("leader election wait", log) as tasks:
+        first = tasks.start(waiter, "wait-leading")
+        await asyncio.wait([first, tasks.start(stop.wait(), "stop")], return_when=asyncio.FIRST_COMPLETED)
+    return first.done() and not first.cancelled() and not stop.is_set()
