@@ -63,6 +63,7 @@ class SnmpStats:
     readings: int = 0
     lldp_readings: int = 0
     dom_samples: int = 0
+    dom_unmapped: int = 0  # DOM sensors no entity maps to an interface (skipped, never name-matched)
     poll_seconds: float = 0.0
     last_success_ns: dict[str, int] = field(default_factory=dict)
     states: dict[str, TargetState] = field(default_factory=dict)
@@ -177,6 +178,7 @@ class SnmpCollector:
         started = time.monotonic()
         client = poller.client
         requests, varbinds = client.requests, client.varbinds
+        unmapped = poller.dom.unmapped if poller.dom is not None else 0
         self.stats.polls += 1
         try:
             async with asyncio.timeout(STALE_INTERVALS * self.interval_s):
@@ -203,6 +205,8 @@ class SnmpCollector:
             self.stats.poll_seconds += time.monotonic() - started
             self.stats.requests += client.requests - requests
             self.stats.varbinds += client.varbinds - varbinds
+            if poller.dom is not None:
+                self.stats.dom_unmapped += poller.dom.unmapped - unmapped
         self.stats.polls_ok += 1
         self.stats.last_success_ns[switch] = time.time_ns()
         self._state(switch, TargetState.CONNECTED, None)

@@ -104,6 +104,13 @@ def quantity(kind: Value | None, scale: Value | None, precision: Value | None, v
     return None
 
 
+def is_dom(kind: Value | None, units: str) -> bool:
+    """Whether a sensor of this entPhySensorType (and units display) can be a transceiver's DOM."""
+    return kind.__class__ is int and (
+        kind in (CELSIUS, AMPERES, WATTS) or (kind == OTHER and units.strip().lower() == "dbm")
+    )
+
+
 def direction(*texts: str) -> str | None:
     """``"rx"``/``"tx"`` from a power sensor's descr and name words; None when they say neither or both."""
     words = {w for t in texts for w in _TOKENS.findall(t[:256].lower())}
@@ -204,9 +211,17 @@ def decode(
     for index, value in live.get("value", {}).items():
         if status.get(index, STATUS_OK) != STATUS_OK:
             continue
+        kind, unit_text = kinds.get(index), snmp_lldp.text(units.get(index))[:16]
+        if not is_dom(kind, unit_text):
+            continue  # volts, rpm, ...: not DOM
+        counts.sensors += 1
+        where = tree.port_of(index)
+        port = if_names.get(str(where[0])) if where is not None else None
+        if where is None or not port:
+            counts.unmapped += 1  # not read: a chassis or PSU sensor is no port's business
+            continue
         try:
-            got = quantity(kinds.get(index), scales.get(index), precisions.get(index), value,
-                           snmp_lldp.text(units.get(index))[:16])  # fmt: skip
+            got = quantity(kind, scales.get(index), precisions.get(index), value, unit_text)
         except Bad as exc:
             counts.invalid[exc.args[0]] = counts.invalid.get(exc.args[0], 0) + 1
             continue
@@ -214,12 +229,6 @@ def decode(
             counts.invalid[NOT_A_NUMBER] = counts.invalid.get(NOT_A_NUMBER, 0) + 1
             continue
         if got is None:
-            continue
-        counts.sensors += 1
-        where = tree.port_of(index)
-        port = if_names.get(str(where[0])) if where is not None else None
-        if where is None or not port:
-            counts.unmapped += 1
             continue
         unit, v = got
         m = modules.setdefault((port, where[1]), _Module())
