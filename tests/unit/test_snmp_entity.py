@@ -13,11 +13,11 @@ from datetime import UTC, datetime
 import pytest
 
 from collector.snmp_dom import EntityTree, decode
+from collector.snmp_walk import Value
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState
 from simulator.snmp_mib import SwitchMib
-from simulator.snmp_tables import Value
 
 ENT = (1, 3, 6, 1, 2, 1, 47, 1, 1, 1, 1)
 ALIAS = (1, 3, 6, 1, 2, 1, 47, 1, 3, 2, 1)
@@ -44,7 +44,7 @@ def _walk(mib: SwitchMib) -> dict[tuple[int, ...], dict[str, dict[str, Value]]]:
                 break
             continue
         sub, index = oid[len(entry)], ".".join(map(str, oid[len(entry) + 1 :]))
-        v: Value = ".".join(map(str, value)) if isinstance(value, tuple) else value
+        v: Value = ".".join(map(str, value)) if isinstance(value, tuple) else value  # OIDs come as text
         out[entry].setdefault(str(sub), {})[index] = v
     return out
 
@@ -98,8 +98,10 @@ def test_optics_faults_move_the_sensors_and_a_pulled_optic_leaves_its_port() -> 
     mib = SwitchMib.from_view(state, sw)
     assert mib is not None
     after = _decode(mib, sw)
-    assert after[degrade][0] == pytest.approx(before[degrade][0] - 4.0, abs=0.15)  # 2 dB/h for 2 h
-    assert after[aging][2] == pytest.approx(before[aging][2] + 1.0, abs=0.06)  # 0.5 mA/h for 2 h
+    rx0, bias0 = before[degrade][0], before[aging][2]
+    assert rx0 is not None and bias0 is not None
+    assert after[degrade][0] == pytest.approx(rx0 - 4.0, abs=0.15)  # 2 dB/h for 2 h
+    assert after[aging][2] == pytest.approx(bias0 + 1.0, abs=0.06)  # 0.5 mA/h for 2 h
     assert after[aging][1] == before[aging][1]  # at constant tx power
     assert after[dirty][0] == pytest.approx(before[dirty][0], abs=0.12)  # a step, then stable
     assert pulled in before and pulled not in after
