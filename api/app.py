@@ -16,7 +16,6 @@ State lives under typed :class:`aiohttp.web.AppKey` keys (:mod:`api.routes.base`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 
@@ -34,6 +33,7 @@ from api.routes.dashboard import STATIC
 from api.routes.openapi import render
 from config.model import Config
 from fabric.model import Fabric
+from fabric.tasks import stop_task
 from store.db import Pool, create_pool
 
 log = logging.getLogger(__name__)
@@ -102,11 +102,9 @@ def _refresher(refresh_s: float) -> CleanupCtx:
             yield
         finally:
             stop.set()
-            try:
-                await asyncio.wait_for(task, STOP_TIMEOUT_S)
-            except TimeoutError:
+            _, late = await asyncio.wait([task], timeout=STOP_TIMEOUT_S)
+            if late:
                 log.warning("the verdict refresher did not stop in %s s; cancelled", STOP_TIMEOUT_S)
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await stop_task(task, "the verdict refresher", log)
 
     return ctx

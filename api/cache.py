@@ -13,7 +13,6 @@ the last verdict in place (``age_s`` shows its age).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -30,6 +29,7 @@ from analyzer.service import collect_interval
 from analyzer.verdict import OpenIncident
 from config.model import Config
 from fabric.model import Fabric, Role
+from fabric.waits import wait_event
 from store.db import UNAVAILABLE_ERRORS, Connection, Pool, PostgresError, Record
 
 log = logging.getLogger(__name__)
@@ -260,7 +260,8 @@ class ReportCache:
         while not stop.is_set():
             started = time.monotonic()
             try:
-                await asyncio.wait_for(self.refresh(), timeout=max(10.0, 5 * self.refresh_s))
+                async with asyncio.timeout(max(10.0, 5 * self.refresh_s)):
+                    await self.refresh()
                 warned = False
             except (*UNAVAILABLE_ERRORS, PostgresError) as exc:
                 self.refresh_errors += 1
@@ -268,5 +269,4 @@ class ReportCache:
                     log.warning("cannot refresh the latest verdict: %s", type(exc).__name__)
                     warned = True
             pause = max(0.05, self.refresh_s - (time.monotonic() - started))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), pause)
+            await wait_event(stop, pause)

@@ -31,7 +31,6 @@ Rules that keep a takeover from being a mistake:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import os
@@ -49,6 +48,7 @@ from collector.shard_assign import orphans_for, surplus
 from collector.workers import merge_metrics
 from config.model import Config
 from fabric.model import Fabric
+from fabric.waits import wait_event
 from store.db import UNAVAILABLE_ERRORS, Connection, Pool, PostgresError
 from store.shard_leases import Fence, TickView, claim, ensure_shards, release, tick
 
@@ -155,8 +155,7 @@ class AutoShards:
         try:
             while not stop.is_set():
                 await self._round(claim=True)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.tick_s)
+                await wait_event(stop, self.tick_s)
         finally:
             for shard in list(self._running):
                 self._stop_in_background(shard, why=None, release_after=False)

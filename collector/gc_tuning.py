@@ -27,6 +27,8 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
+from fabric.tasks import stop_task
+
 log = logging.getLogger(__name__)
 
 #: Allocations between first-generation collections (CPython's default: 700).
@@ -64,8 +66,7 @@ async def tuned(settled_s: float) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        freezer.cancel()
-        await asyncio.gather(freezer, return_exceptions=True)  # our own cancellation still propagates
+        await stop_task(freezer, "the gc freeze timer", log)  # our own cancellation still propagates
         gc.set_threshold(*before)
 
 

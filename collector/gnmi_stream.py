@@ -40,6 +40,7 @@ from collector.gnmi_transport import Call, Channel, ChannelError, RpcError
 from collector.gnmi_values import OVERSIZE
 from collector.profiles import Profile, Subscription
 from collector.records import Sink, TargetState
+from fabric.tasks import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -199,8 +200,7 @@ class GnmiStream:
                 log.info("gNMI %s/%s: %s (%s); retrying in %.1f s", self.switch, self.target, state, detail, delay)
                 await asyncio.sleep(delay)
         finally:
-            flusher.cancel()
-            await asyncio.gather(flusher, return_exceptions=True)
+            await stop_task(flusher, f"gNMI {self.switch}/{self.target}: the flusher", log)
             await self._drain()
 
     async def _drain(self) -> None:
@@ -285,8 +285,7 @@ class GnmiStream:
                         wake.set()
         finally:
             if poller is not None:
-                poller.cancel()
-                await asyncio.gather(poller, return_exceptions=True)
+                await stop_task(poller, f"gNMI {self.switch}/{self.target}: the poller", log)
             if call is not None:
                 call.cancel()
 

@@ -28,7 +28,6 @@ again, and until they have, their silence is the collector's, not theirs.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -39,6 +38,7 @@ from datetime import UTC, datetime
 from collector.clock import ClockGuard
 from collector.config import CollectorConfig
 from collector.pipeline import Pipeline
+from fabric.tasks import stop_task
 from store import clocks as clock_rows
 from store.clocks import SwitchClockRow
 from store.db import UNAVAILABLE_ERRORS, Pool, PostgresError
@@ -147,9 +147,8 @@ class HeartbeatTask:
         """Stop the timer (never mid-write); on a clean stop, write the final row with ``stopped_at``."""
         if self._task is not None:
             async with self._lock:
-                self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                self._task.cancel()  # never mid-write
+            await stop_task(self._task, "the collector heartbeat", log)
             self._task = None
         if clean:
             await self.beat(stopped=True)

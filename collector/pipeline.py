@@ -33,6 +33,7 @@ from collector.counters import PFC_HEARTBEAT_S, CounterTracker
 from collector.records import LldpReading, PortReading, TargetState
 from fabric.model import Fabric
 from fabric.supervise import TaskHealth, supervise
+from fabric.tasks import stop_task
 from store.config import WriterConfig
 from store.db import UNAVAILABLE_ERRORS, Connection, Pool, PostgresError
 from store.inventory import DiscoveredPort, record_discovered
@@ -160,10 +161,9 @@ class Pipeline:
             # Not mid-round if it can be helped: a COPY cut off leaves its connection unusable.
             idle = False
             with contextlib.suppress(TimeoutError):
-                idle = await asyncio.wait_for(self._state_lock.acquire(), _CLOSE_WAIT_S)
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                async with asyncio.timeout(_CLOSE_WAIT_S):
+                    idle = await self._state_lock.acquire()
+            await stop_task(self._task, "the pipeline's housekeeping", log)
             self._task = None
             if idle:
                 self._state_lock.release()

@@ -11,7 +11,6 @@ says so last.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from config.errors import ConfigError
 from config.model import Config
 from fabric.model import Fabric
 from fabric.supervise import TaskHealth
+from fabric.tasks import owned_tasks
 from store.db import Pool
 from store.pgserver import default_root
 from store.retention import retention_loop
@@ -137,30 +137,24 @@ class CollectorService:
         return [*self.pipeline.tasks(), self.retention_health]
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Collect until ``stop`` is set or a collector fails; then drain and return."""
+        """Collect until ``stop`` is set or a task fails (its error logged and raised once every
+        task stopped: fabric/tasks.py); then drain and return."""
         self.pipeline.start()
         self.heartbeat.start()
-        running = {asyncio.create_task(c.run(), name=f"collector-{p}") for p, c in self.collectors.items()}
-        retention = asyncio.create_task(
-            retention_loop(self.pool, self.config.database.retention, self.retention_health), name="retention"
-        )
-        stopper = asyncio.create_task(stop.wait(), name="stop")
-        owned = [*running, retention, stopper]
         clean = False
         try:
-            while not stop.is_set():
-                done, _ = await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)
-                for task in done - {stopper}:
-                    running.discard(task)
-                    if not task.cancelled() and (exc := task.exception()) is not None:
-                        raise exc
-                    log.warning("%s finished on its own", task.get_name())
-            clean = True
+            async with owned_tasks("collector", log) as tasks:
+                running = {tasks.start(c.run(), f"collector-{p}") for p, c in self.collectors.items()}
+                retention = retention_loop(self.pool, self.config.database.retention, self.retention_health)
+                tasks.start(retention, "retention")
+                stopper = tasks.start(stop.wait(), "stop")
+                while not stop.is_set():
+                    done, _ = await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)
+                    for task in done - {stopper}:
+                        running.discard(task)
+                        if not task.cancelled() and task.exception() is None:
+                            log.warning("%s finished on its own", task.get_name())
+                clean = True
         finally:
-            for task in owned:
-                task.cancel()
-            for task in owned:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
             await self.pipeline.close()
             await self.heartbeat.stop(clean=clean)  # after the drain: the final watermark; a crash goes silent

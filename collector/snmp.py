@@ -15,7 +15,6 @@ errors, STALE when a reachable switch has had no successful poll for 3 intervals
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import zlib
@@ -38,6 +37,7 @@ from collector.snmp_gufo import GufoClient
 from collector.snmp_poll import SwitchPoller
 from collector.snmp_pysnmp import PysnmpClient, PysnmpEngines
 from collector.targets import SwitchTarget
+from fabric.tasks import owned_tasks
 
 log = logging.getLogger(__name__)
 
@@ -120,25 +120,22 @@ class SnmpCollector:
         engines = PysnmpEngines()
         limiter = asyncio.Semaphore(self.config.snmp_concurrency)
         pollers: list[SwitchPoller] = []
-        tasks: set[asyncio.Task[None]] = set()
         try:
             for target in self.targets:
                 poller = self._poller(target, engines)
                 if poller is not None:
                     pollers.append(poller)
-            for poller in pollers:
-                tasks.add(asyncio.create_task(self._switch_loop(poller, limiter), name=f"snmp-{poller.switch}"))
-            tasks.add(asyncio.create_task(self._stale_watch(), name="snmp-stale"))
-            await asyncio.gather(*tasks)
+            async with owned_tasks("SNMP collector", log) as tasks:
+                for poller in pollers:
+                    tasks.start(self._switch_loop(poller, limiter), f"snmp-{poller.switch}")
+                tasks.start(self._stale_watch(), "snmp-stale")
+                await asyncio.wait(tasks.tasks)  # until cancelled; one that fails ends them all
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
             for poller in pollers:
-                with contextlib.suppress(Exception):
+                try:
                     await poller.client.close()
+                except Exception as exc:  # the others still close
+                    log.warning("closing %s's SNMP client failed: %s", poller.switch, exc)
             engines.close()
 
     def _poller(self, target: SwitchTarget, engines: PysnmpEngines) -> SwitchPoller | None:

@@ -38,7 +38,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
 
 import aiohttp
 from aiohttp import web
@@ -49,6 +49,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from collector.config import MAX_WORKERS
 from fabric.errors import FabricmonError
+from fabric.tasks import owned_tasks, stop_task
+from fabric.waits import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -234,23 +236,24 @@ class Supervisor:
         self._session: aiohttp.ClientSession | None = None
 
     async def run(self, stop: asyncio.Event) -> bool:
-        """Keep every worker running until ``stop`` is set; then drain them. True: all drained cleanly."""
-        keepers = [asyncio.create_task(self._keep(w), name=f"worker-{w.shard}") for w in self.workers]
-        stopper = asyncio.create_task(stop.wait(), name="stop")
-        owned: list[asyncio.Task[Any]] = [*keepers, stopper]
+        """Keep every worker running until ``stop`` is set; then drain them. True: all drained cleanly.
+        A keeper ends only on stop, or by a bug: then every worker is drained and the run is not
+        clean (the bug is logged with its traceback by the task owner, fabric/tasks.py)."""
+        clean = False
+        keepers: list[asyncio.Task[None]] = []
         try:
-            await asyncio.wait([stopper, *keepers], return_when=asyncio.FIRST_COMPLETED)
-            for task in keepers:  # a keeper ends only on stop, or by a bug: say so, then drain
-                if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
-                    log.error("supervising %s failed", task.get_name(), exc_info=exc)
-        finally:
-            clean = await self._drain()
-            for task in owned:
-                task.cancel()
-            for task in owned:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-        return clean and not any(t.done() and not t.cancelled() and t.exception() for t in keepers)
+            async with owned_tasks("worker supervisor", log) as tasks:
+                keepers = [tasks.start(self._keep(w), f"worker-{w.shard}") for w in self.workers]
+                stopper = tasks.start(stop.wait(), "stop")
+                try:
+                    await asyncio.wait([stopper, *keepers], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    clean = await self._drain()
+        except Exception:
+            if not any(t.done() and not t.cancelled() and t.exception() is not None for t in keepers):
+                raise  # not a keeper's bug: the drain's own
+            return False
+        return clean
 
     async def _keep(self, w: Worker) -> None:
         """Start the worker, and again after each exit nobody asked for."""
@@ -272,8 +275,7 @@ class Supervisor:
             w.state = "restarting"
             pid = f" (pid {w.proc.pid})" if w.proc is not None and code is not None else ""
             log.warning("shard %s: worker%s %s; restarting in %.3g s", w.name, pid, describe_exit(code), delay)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay)
+            await wait_event(self._stopping, delay)
             if not self._stopping.is_set():
                 w.restarts += 1
 
@@ -301,7 +303,7 @@ class Supervisor:
     async def _pipes_done(self, w: Worker) -> None:
         _, late = await asyncio.wait(w.pipes, timeout=_PIPE_GRACE_S) if w.pipes else (set(), set())
         for task in late:
-            task.cancel()
+            await stop_task(task, f"forwarding {task.get_name()}", log)
 
     async def _drain(self) -> bool:
         """SIGTERM every worker, wait for each up to the deadline, SIGKILL the rest."""

@@ -12,7 +12,6 @@ error*), the last known jobs are kept: a controller outage is not every job fini
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from datetime import datetime
 
 from schedulers.config import SlurmConfig
 from schedulers.node_map import NodeMap, node_map
+from schedulers.polling import PollWords, poll_forever
 from schedulers.slurm import SlurmClient, SlurmCommands, SlurmError, SlurmJob
 from store.db import UNAVAILABLE_ERRORS, Pool, PostgresError
 from store.jobs import Job, replace_discovered
@@ -27,6 +27,12 @@ from store.jobs import Job, replace_discovered
 log = logging.getLogger(__name__)
 PREFIX = "slurm:"
 _ERRORS: tuple[type[BaseException], ...] = (SlurmError, PostgresError, *UNAVAILABLE_ERRORS)
+_WORDS = PollWords(
+    again="Slurm job discovery works again: %d running job(s)",
+    changed="Slurm job discovery: %d job(s) running, %d finished",
+    failed="Slurm job discovery failed, keeping the last known jobs: %s",
+    bug="Slurm job discovery: unexpected failure",
+)
 
 
 @dataclass(slots=True)
@@ -67,7 +73,6 @@ class SlurmDiscovery:
         self.slurm: SlurmClient = client or SlurmCommands(config)
         self.map = node_map(config.node_map)
         self.stats = DiscoveryStats()
-        self._failing = False
 
     async def poll_once(self, now: datetime) -> tuple[int, int]:
         """One poll: (jobs stored, jobs removed). Raises what Slurm or the database raised."""
@@ -80,24 +85,7 @@ class SlurmDiscovery:
 
     async def run(self) -> None:
         """Poll every ``poll_s`` until cancelled; failures keep the last known jobs."""
-        while True:
-            try:
-                stored, removed = await self.poll_once(datetime.now().astimezone())
-                if self._failing:
-                    log.info("Slurm job discovery works again: %d running job(s)", stored)
-                self._failing = False
-                if removed:
-                    log.info("Slurm job discovery: %d job(s) running, %d finished", stored, removed)
-            except _ERRORS as exc:
-                self.stats.failures += 1
-                self.stats.last_error = str(exc)
-                level = logging.DEBUG if self._failing else logging.WARNING
-                log.log(level, "Slurm job discovery failed, keeping the last known jobs: %s", exc)
-                self._failing = True
-            except Exception:  # a bug: log it, keep polling
-                self.stats.failures += 1
-                log.exception("Slurm job discovery: unexpected failure")
-            await asyncio.sleep(self.config.poll_s)
+        await poll_forever(self.poll_once, self.config.poll_s, self.stats, _WORDS, _ERRORS, log)
 
 
 __all__ = ["PREFIX", "DiscoveryStats", "SlurmDiscovery", "to_jobs"]

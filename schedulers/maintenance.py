@@ -14,7 +14,6 @@ of every maintenance.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -23,11 +22,18 @@ from datetime import datetime
 from analyzer.maintenance import SLURM_PREFIX, Window, replace_slurm
 from schedulers.config import SlurmConfig
 from schedulers.node_map import NodeMap, node_map
+from schedulers.polling import PollWords, poll_forever
 from schedulers.slurm import SlurmClient, SlurmCommands, SlurmError, SlurmReservation
 from store.db import UNAVAILABLE_ERRORS, Pool, PostgresError
 
 log = logging.getLogger(__name__)
 _ERRORS: tuple[type[BaseException], ...] = (SlurmError, PostgresError, *UNAVAILABLE_ERRORS)
+_WORDS = PollWords(
+    again="Slurm MAINT reservations read again: %d window(s)",
+    changed="Slurm MAINT reservations: %d in force or ahead, %d ended",
+    failed="Slurm reservations unreadable, keeping the last known windows: %s",
+    bug="Slurm reservations: unexpected failure",
+)
 
 
 @dataclass(slots=True)
@@ -78,7 +84,6 @@ class SlurmMaintenance:
         self.slurm: SlurmClient = client or SlurmCommands(config)
         self.map = node_map(config.node_map)
         self.stats = MaintenanceStats()
-        self._failing = False
 
     async def poll_once(self, now: datetime) -> tuple[int, int]:
         """One poll: (windows stored, windows ended or removed). Raises what Slurm or the database raised."""
@@ -90,24 +95,7 @@ class SlurmMaintenance:
 
     async def run(self) -> None:
         """Poll every ``poll_s`` until cancelled; failures keep the last known windows."""
-        while True:
-            try:
-                stored, gone = await self.poll_once(datetime.now().astimezone())
-                if self._failing:
-                    log.info("Slurm MAINT reservations read again: %d window(s)", stored)
-                self._failing = False
-                if gone:
-                    log.info("Slurm MAINT reservations: %d in force or ahead, %d ended", stored, gone)
-            except _ERRORS as exc:
-                self.stats.failures += 1
-                self.stats.last_error = str(exc)
-                level = logging.DEBUG if self._failing else logging.WARNING
-                log.log(level, "Slurm reservations unreadable, keeping the last known windows: %s", exc)
-                self._failing = True
-            except Exception:  # a bug: log it, keep polling
-                self.stats.failures += 1
-                log.exception("Slurm reservations: unexpected failure")
-            await asyncio.sleep(self.config.poll_s)
+        await poll_forever(self.poll_once, self.config.poll_s, self.stats, _WORDS, _ERRORS, log)
 
 
 __all__ = ["MaintenanceStats", "SlurmMaintenance", "to_windows"]

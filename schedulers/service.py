@@ -5,10 +5,10 @@ MAINT reservations as maintenance windows."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Collection
 
+from fabric.tasks import owned_tasks
 from schedulers.config import SchedulersConfig
 from schedulers.discovery import SlurmDiscovery
 from schedulers.executor import SCHEDULER, SlurmExecutor
@@ -54,23 +54,15 @@ class Schedulers:
 
     async def run(self) -> None:
         """Execute and discover until cancelled (returns at once with nothing configured)."""
-        tasks = []
-        if self.executor is not None:
-            tasks.append(asyncio.create_task(self.executor.run(), name="slurm-actions"))
-        if self.discovery is not None:
-            tasks.append(asyncio.create_task(self.discovery.run(), name="slurm-discovery"))
-        if self.maintenance is not None:
-            tasks.append(asyncio.create_task(self.maintenance.run(), name="slurm-maintenance"))
-        if not tasks:
+        if self.executor is None:
             return
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await t
+        async with owned_tasks("Slurm", log) as tasks:
+            tasks.start(self.executor.run(), "slurm-actions")
+            if self.discovery is not None:
+                tasks.start(self.discovery.run(), "slurm-discovery")
+            if self.maintenance is not None:
+                tasks.start(self.maintenance.run(), "slurm-maintenance")
+            await asyncio.wait(tasks.tasks)  # they run until cancelled; one that fails ends them all
 
 
 __all__ = ["Schedulers"]

@@ -41,6 +41,7 @@ from typing import Any
 import asyncpg
 
 from fabric.supervise import TaskHealth, backoff_s, supervise
+from fabric.tasks import stop_task
 from store.config import WriterConfig
 from store.copy_binary import UnknownTable, column_kinds, encode
 from store.db import StoreUnavailable
@@ -221,8 +222,7 @@ class BatchWriter:
             # ("cannot switch to state ..."). A replay goes on for CLOSE_REPLAY_S at most.
             async with self._flush_lock:
                 self._timer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._timer
+            await stop_task(self._timer, f"the {self.table} flush timer", log)
             self._timer = None
         try:
             if self.spool is not None and self.deferring:
