@@ -38,11 +38,12 @@ from functools import partial
 
 from collector.config import CollectorConfig
 from collector.gnmi_decode import StreamDecoder
+from collector.gnmi_optics import OpticsDecoder, OpticsSink, OpticsStream
 from collector.gnmi_settings import GnmiStats, GnmiTuning, StreamSettings
 from collector.gnmi_stream import GnmiStream, subscribe_request
 from collector.gnmi_transport import Channel, build_channel
 from collector.gnmi_values import PortState, Resolver
-from collector.profiles import Subscription, load_profile
+from collector.profiles import Profile, Subscription, load_profile
 from collector.records import Sink, TargetState
 from collector.targets import SwitchTarget, check_credentials, plaintext_warnings
 
@@ -96,6 +97,8 @@ class _Switch:
     def __init__(self, name: str, sink: Sink) -> None:
         self.name = name
         self.streams: list[GnmiStream] = []
+        #: Link-health streams (collector.gnmi_optics): not in the switch's state, not watched.
+        self.optics: list[OpticsStream] = []
         self._sink = sink
         self._reported: tuple[TargetState, str | None] | None = None
 
@@ -119,6 +122,8 @@ class GnmiCollector:
         tuning: GnmiTuning | None = None,
     ) -> None:
         self.stats = GnmiStats()
+        #: The link-health streams' own (collector.gnmi_optics), apart from the counters'.
+        self.optics_stats = GnmiStats()
         self._sink = sink
         self._config = config
         self._tuning = tuning = tuning or GnmiTuning()
@@ -138,6 +143,9 @@ class GnmiCollector:
             ports: dict[str, PortState] = {}
             for target, subs in profile.streams(t.gnmi_target, t.switch).items():
                 sw.streams.append(self._stream(t, sw, resolver, ports, target, subs))
+            if profile.optics_schema is not None and isinstance(sink, OpticsSink):
+                for target, subs in profile.optics_streams(t.gnmi_target, t.switch).items():
+                    sw.optics.append(self._optics_stream(t, profile, target, subs, sink))
             self._switches.append(sw)
 
     def _stream(
@@ -185,6 +193,50 @@ class GnmiCollector:
             on_state=sw.update,
         )
 
+    def _metadata(self, t: SwitchTarget) -> tuple[tuple[str, str], ...]:
+        if t.username is None:
+            return ()
+        return (("username", t.username), ("password", t.password.get_secret_value() if t.password else ""))
+
+    def _optics_stream(
+        self, t: SwitchTarget, profile: Profile, target: str, subs: tuple[Subscription, ...], sink: OpticsSink
+    ) -> OpticsStream:
+        """A link-health stream (collector.gnmi_optics): FEC at the counter interval, DOM at its own."""
+        tune, config = self._tuning, self._config
+        poll = config.gnmi_mode == "poll"
+        assert profile.optics_schema is not None
+        decoder = OpticsDecoder(
+            t.switch,
+            profile.optics_schema,
+            partial(self._sink.count_invalid, t.switch),
+            max_message_bytes=tune.max_message_bytes,
+            max_skew_s=config.max_clock_skew_s,
+        )
+        counters = any(s.mode == "sample" and s.interval == "counters" for s in subs)
+        interval = config.gnmi_interval_s if counters or poll else config.dom_interval_s
+        settings = StreamSettings(
+            switch=t.switch,
+            target=target,
+            request=subscribe_request(profile, target, subs, config.gnmi_interval_s, poll, config.dom_interval_s),
+            metadata=self._metadata(t),
+            interval_s=interval,
+            sampled=poll or any(s.mode == "sample" for s in subs),
+            poll=poll,
+            first_timeout_s=tune.first_response_timeout_s or max(t.timeout_s, 10.0),
+            tls=t.tls.enabled,
+            tuning=tune,
+        )
+        return OpticsStream(
+            settings,
+            decoder=decoder,
+            optics=sink,
+            channel=lambda: self._channels.get(t),
+            sink=self._sink,
+            stats=self.optics_stats,
+            limit=self._limit,
+            on_state=lambda: None,  # its state is its own (logged), not the switch's reachability
+        )
+
     async def run(self) -> None:
         """Collect until cancelled; every task started here has ended when this returns."""
         for sw in self._switches:
@@ -194,6 +246,8 @@ class GnmiCollector:
                 for sw in self._switches:
                     for stream in sw.streams:
                         tg.create_task(stream.run(), name=f"gnmi-{sw.name}-{stream.target}")
+                    for optics in sw.optics:
+                        tg.create_task(optics.run(), name=f"gnmi-optics-{sw.name}-{optics.target}")
                 tg.create_task(self._watchdog(), name="gnmi-watchdog")
         finally:
             await self._channels.close()

@@ -26,7 +26,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,12 +34,11 @@ import grpc
 from pygnmi.create_gnmi_path import gnmi_path_generator
 from pygnmi.spec.v080 import gnmi_pb2
 
-from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_settings import GnmiStats, StreamSettings
 from collector.gnmi_transport import Call, Channel, ChannelError, RpcError
 from collector.gnmi_values import OVERSIZE
 from collector.profiles import Profile, Subscription
-from collector.records import Sink, TargetState
+from collector.records import LldpReading, PortReading, Sink, TargetState
 from fabric.tasks import stop_task
 
 log = logging.getLogger(__name__)
@@ -79,6 +78,26 @@ class Backoff:
         self._current = 0.0
 
 
+class Decoder(Protocol):
+    """What a stream reads of its decoder (:class:`collector.gnmi_decode.StreamDecoder`, or the
+    link-health one of :mod:`collector.gnmi_optics`)."""
+
+    values: int
+    notifications: int
+    ignored: int
+
+    @property
+    def ready_ports(self) -> Sized: ...
+    @property
+    def ready_lldp(self) -> Sized: ...
+    @property
+    def pending(self) -> bool: ...
+    def begin(self) -> None: ...
+    def feed(self, raw: bytes) -> bool: ...
+    def close_group(self) -> None: ...
+    def take(self) -> tuple[list[PortReading], list[LldpReading]]: ...
+
+
 class _Failure(Protocol):
     def code(self) -> grpc.StatusCode: ...
     def details(self) -> str | None: ...
@@ -102,15 +121,21 @@ def classify(exc: _Failure, *, tls: bool) -> tuple[TargetState, str]:
 
 
 def subscribe_request(
-    profile: Profile, target: str, subs: Sequence[Subscription], interval_s: float, poll: bool
+    profile: Profile,
+    target: str,
+    subs: Sequence[Subscription],
+    interval_s: float,
+    poll: bool,
+    dom_interval_s: float | None = None,
 ) -> gnmi_pb2.SubscribeRequest:
-    """The SubscriptionList for one stream (SAMPLE subscriptions at ``interval_s``)."""
-    interval_ns = round(interval_s * 1e9)
+    """The SubscriptionList for one stream (SAMPLE subscriptions at ``interval_s``; those marked
+    ``interval: dom`` at ``dom_interval_s``, when given)."""
+    intervals = {"counters": round(interval_s * 1e9), "dom": round((dom_interval_s or interval_s) * 1e9)}
     subscriptions = [
         gnmi_pb2.Subscription(
             path=gnmi_path_generator(s.path),
             mode=_SAMPLE if s.mode == "sample" else _ON_CHANGE,
-            sample_interval=interval_ns if s.mode == "sample" else 0,
+            sample_interval=intervals[s.interval] if s.mode == "sample" else 0,
         )
         for s in subs
     ]
@@ -134,7 +159,7 @@ class GnmiStream:
         self,
         settings: StreamSettings,
         *,
-        decoder: StreamDecoder,
+        decoder: Decoder,
         channel: Callable[[], Channel],
         sink: Sink,
         stats: GnmiStats,

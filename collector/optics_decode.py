@@ -175,7 +175,8 @@ class OpenConfigOptics:
         for component, d in dom.items():
             mapped = self.port_of.get(component)
             if mapped is None:
-                bad[UNMAPPED] = bad.get(UNMAPPED, 0) + 1
+                if d.rx or d.tx or d.bias or d.thresholds:  # a temperature alone: a fan, a PSU, the chassis
+                    bad[UNMAPPED] = bad.get(UNMAPPED, 0) + 1
                 continue
             if (ds := d.sample(at, self.switch, mapped, component)) is not None:
                 out.dom.append(ds)

@@ -36,6 +36,10 @@ from fabric.supervise import TaskHealth, supervise
 from fabric.tasks import stop_task
 from store.config import WriterConfig
 from store.db import UNAVAILABLE_ERRORS, Connection, Pool, PostgresError
+from store.dom import COLUMNS as DOM_COLUMNS
+from store.dom import DomSample
+from store.fec import COLUMNS as FEC_COLUMNS
+from store.fec import FecSample, fec_rows
 from store.inventory import DiscoveredPort, record_discovered
 from store.lldp import Neighbor, NeighborTable, replace_neighbors
 from store.records import LinkEvent, PfcSample, PortSample, Reachability
@@ -139,7 +143,13 @@ class Pipeline:
         self.pfc_writer = writer("pfc_counters", PfcSample._fields)
         self.events_writer = writer("link_events", LinkEvent._fields)
         self.reach_writer = writer("switch_reachability", Reachability._fields)
-        self.writers = [self.ports_writer, self.pfc_writer, self.events_writer, self.reach_writer]
+        #: Link health (collector/gnmi_optics.py): one writer per table, rows as store/fec.py and
+        #: store/dom.py lay them out.
+        self.fec_writer = writer("port_fec", FEC_COLUMNS)
+        self.dom_writer = writer("transceiver_dom", DOM_COLUMNS)
+        self.writers = [
+            self.ports_writer, self.pfc_writer, self.events_writer, self.reach_writer, self.fec_writer, self.dom_writer,
+        ]  # fmt: skip
         self._reach_pending: list[Reachability] = []
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -218,6 +228,18 @@ class Pipeline:
             await self.pfc_writer.put(pfc)
         if events:
             await self.events_writer.put(events)
+
+    async def put_optics(self, fec: Sequence[FecSample], dom: Sequence[DomSample]) -> None:
+        """Link-health samples (times bounded by their decoder) into their writers (may wait)."""
+        if fec:
+            await self.fec_writer.put(fec_rows(fec))
+        if dom:
+            await self.dom_writer.put(dom)
+
+    async def put_dom(self, samples: Sequence[DomSample]) -> None:
+        """Transceiver DOM alone (the SNMP collector's :class:`~collector.records.DomSink`): the same writer."""
+        if samples:
+            await self.dom_writer.put(samples)
 
     async def put_lldp(self, readings: Sequence[LldpReading]) -> None:
         """Keep the latest table per port; housekeeping writes it."""

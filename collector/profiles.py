@@ -13,6 +13,12 @@ A profile (``collector/profiles/<name>.yaml``, or a YAML file given by path) hol
   element ``interfaces``; IOS XR), or a leading ``origin:/`` that keeps module-qualified element
   names (``rfc7951:/Cisco-IOS-XE-interfaces-oper:interfaces/...``; IOS XE). ``origin`` sets the
   request prefix's origin instead (gNMI spec §2.7: never both).
+* ``optics`` (optional): the link-health paths (issue 26, SPEC §10.5), their own Subscribe
+  streams decoded by :mod:`collector.gnmi_optics`: ``schema`` (``openconfig``: interface FEC
+  leaves and ``/components`` transceivers, mapped by the device's ``state/transceiver``;
+  ``sonic``: COUNTERS FEC fields and STATE_DB ``TRANSCEIVER_DOM_*`` tables) and
+  ``subscriptions`` as above, each SAMPLE at the counter interval or, with ``interval: dom``, at
+  ``collector.dom_interval_s`` (DOM moves slowly).
 * ``families``: groups of leaves under one per-interface ``root``. The root template binds the
   port name, as a key value (``/interfaces/interface[name={port}]``) or as an element name
   (``COUNTERS/{port}``). ``leaves`` maps a path below the root to a :class:`PortReading` field
@@ -219,6 +225,7 @@ class Subscription:
     path: str
     mode: Literal["sample", "on_change"]
     target: str | None = None
+    interval: Literal["counters", "dom"] = "counters"  # SAMPLE: which configured interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +240,9 @@ class Profile:
     subscriptions: tuple[Subscription, ...]
     families: tuple[Family, ...]
     list_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Link health: the decoder's schema (None: the profile has no optics paths) and subscriptions.
+    optics_schema: Literal["openconfig", "sonic"] | None = None
+    optics_subscriptions: tuple[Subscription, ...] = ()
 
     def match(self, elems: Sequence[Elem]) -> tuple[Family, str, Sequence[Elem]] | None:
         """The family whose root ``elems`` starts with, the bound port, and the elements below."""
@@ -270,8 +280,17 @@ class Profile:
 
     def streams(self, configured: str | None, switch: str) -> dict[str, tuple[Subscription, ...]]:
         """Subscriptions grouped by resolved prefix target ("" = none): one Subscribe stream each."""
+        return self._by_target(self.subscriptions, configured, switch)
+
+    def optics_streams(self, configured: str | None, switch: str) -> dict[str, tuple[Subscription, ...]]:
+        """The link-health subscriptions grouped by target, as :meth:`streams` (empty: none)."""
+        return self._by_target(self.optics_subscriptions, configured, switch)
+
+    def _by_target(
+        self, subs: Sequence[Subscription], configured: str | None, switch: str
+    ) -> dict[str, tuple[Subscription, ...]]:
         out: dict[str, list[Subscription]] = {}
-        for sub in self.subscriptions:
+        for sub in subs:
             template = self.target if sub.target is None else sub.target
             target = template.replace("{target}", configured or "").replace("{switch}", switch)
             out.setdefault(target, []).append(sub)
@@ -363,6 +382,12 @@ class _SubscriptionDoc(_Doc):
     path: str
     mode: Literal["sample", "on_change"]
     target: str | None = None
+    interval: Literal["counters", "dom"] = "counters"
+
+
+class _OpticsDoc(_Doc):
+    schema_: Literal["openconfig", "sonic"] = Field(alias="schema")
+    subscriptions: list[_SubscriptionDoc] = Field(min_length=1)
 
 
 class _ProfileDoc(_Doc):
@@ -373,6 +398,7 @@ class _ProfileDoc(_Doc):
     encoding: Literal["proto", "json_ietf", "json"] = "proto"
     subscriptions: list[_SubscriptionDoc] = Field(min_length=1)
     families: list[_FamilyDoc] = Field(min_length=1)
+    optics: _OpticsDoc | None = None
 
 
 def _compile_family(doc: _FamilyDoc, where: str) -> Family:
@@ -454,8 +480,10 @@ def compile_profile(data: object, where: str = "profile") -> Profile:
         raise ProfileError(f"{where}: {loc}: {first['msg']}") from None
     try:
         families = tuple(_compile_family(f, f"{where}.families[{f.name}]") for f in doc.families)
-        subs = tuple(Subscription(s.path, s.mode, s.target) for s in doc.subscriptions)
-        for s in subs:
+        subs = tuple(Subscription(s.path, s.mode, s.target, s.interval) for s in doc.subscriptions)
+        optics = () if doc.optics is None else doc.optics.subscriptions
+        optics_subs = tuple(Subscription(s.path, s.mode, s.target, s.interval) for s in optics)
+        for s in subs + optics_subs:
             parse_path(s.path)
     except ValueError as exc:
         if isinstance(exc, ProfileError):
@@ -475,6 +503,8 @@ def compile_profile(data: object, where: str = "profile") -> Profile:
         subscriptions=subs,
         families=families,
         list_keys=list_keys,
+        optics_schema=None if doc.optics is None else doc.optics.schema_,
+        optics_subscriptions=optics_subs,
     )
 
 

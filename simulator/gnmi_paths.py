@@ -42,7 +42,16 @@ from fabric.errors import FabricmonError
 
 #: Origins accepted in a request path: all mean the OpenConfig tree (IOS XR clients name the module).
 ORIGINS = frozenset(
-    {"", "openconfig", "openconfig-interfaces", "openconfig-if-ethernet", "openconfig-lldp", "openconfig-qos"}
+    {
+        "",
+        "openconfig",
+        "openconfig-interfaces",
+        "openconfig-if-ethernet",
+        "openconfig-lldp",
+        "openconfig-qos",
+        "openconfig-platform",  # link health: /components (simulator.gnmi_optics)
+        "openconfig-platform-transceiver",
+    }
 )
 
 
@@ -147,6 +156,12 @@ class Family(Enum):
     SONIC_COUNTERS = "sonic-counters"  # COUNTERS_DB COUNTERS/<port>: SAI port stats incl. PFC
     SONIC_PORTS = "sonic-ports"  # APPL_DB PORT_TABLE/<port>
     SONIC_LLDP = "sonic-lldp"  # APPL_DB LLDP_ENTRY_TABLE/<port>
+    # Link health (simulator.gnmi_optics): rendered from transceiver readings, not port rows
+    OPTICS_INTERFACES = "optics-interfaces"  # /interfaces/interface[name]: FEC, BER, state/transceiver
+    OPTICS_COMPONENTS = "optics-components"  # /components/component[name]: DOM and thresholds
+    SONIC_FEC = "sonic-fec"  # COUNTERS_DB COUNTERS/<port>/SAI_PORT_STAT_IF_IN_FEC_*
+    SONIC_DOM = "sonic-dom"  # STATE_DB TRANSCEIVER_DOM_SENSOR/<port>
+    SONIC_DOM_LIMITS = "sonic-dom-limits"  # STATE_DB TRANSCEIVER_DOM_THRESHOLD/<port>
 
 
 #: The OpenConfig families (the keys of LEAVES and ROOTS).
@@ -156,6 +171,7 @@ OPENCONFIG_FAMILIES: tuple[Family, ...] = (Family.INTERFACES, Family.PFC, Family
 class Kind(Enum):
     """How a leaf's value is typed on the wire."""
 
+    FLOAT = "float"  # a measurement: double_val / an RFC 7951 decimal string (link health)
     UINT = "uint"  # counters and timeticks64 (ns since the epoch): uint_val / JSON string
     STATUS = "status"  # bool → "UP" | "DOWN"
     TEXT = "text"  # string
@@ -292,6 +308,11 @@ def merge(selections: Iterable[Selection]) -> list[Selection]:
 
 
 _Binds = tuple[str | None, str | None]
+
+
+def match_template(path: tuple[Elem, ...], template: tuple[Elem, ...], port_at: int) -> _Binds | None:
+    """:func:`_match` for other leaf tables (simulator.gnmi_optics): (port, neighbour) filters or None."""
+    return _match(path, template, port_at)
 
 
 def _match(path: tuple[Elem, ...], template: tuple[Elem, ...], port_at: int) -> _Binds | None:

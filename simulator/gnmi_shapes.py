@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
+from simulator.gnmi_optics import OPTICS_LEAVES, OpticsRenderer, SonicOpticsRenderer, select_optics
 from simulator.gnmi_paths import (
     IF_FIELDS,
     LEAVES,
@@ -41,6 +42,7 @@ from simulator.gnmi_paths import (
     Kind,
     Leaf,
     Selection,
+    UnknownPathError,
     merge,
     path_elems,
     select,
@@ -59,10 +61,11 @@ from simulator.gnmi_wire import (
     update_field,
 )
 from simulator.nos import Nos
+from simulator.optics import OpticReading
 from simulator.view import LldpNeighbor, PortCounters
 
 #: Every leaf table, OpenConfig and SONiC (plans look leaves up here).
-ALL_LEAVES: dict[Family, tuple[Leaf, ...]] = {**LEAVES, **SONIC_LEAVES}
+ALL_LEAVES: dict[Family, tuple[Leaf, ...]] = {**LEAVES, **SONIC_LEAVES, **OPTICS_LEAVES}
 
 #: EOS sends one Notification per container (relative leaves below it).
 EOS_LAYOUT = Layout(
@@ -89,7 +92,7 @@ _ETHERNET = "openconfig-if-ethernet:"
 
 def interface_elems(family: Family, port: str) -> list[Elem]:
     """The family root with the interface key filled in (``/interfaces/interface[name=X]``)."""
-    root = list(ROOTS[family])
+    root = list(ROOTS.get(family) or ROOTS[Family.INTERFACES])  # link health: the interface itself
     last = root[-1]
     root[-1] = Elem(last.name, tuple((k, port) for k, _ in last.keys))
     return root
@@ -108,10 +111,25 @@ class Shape:
         self.renderer = renderer
         self.layout = layout
         self._targets: dict[str, bytes] = {}
+        self.optics = OpticsRenderer()
 
     def selections(self, prefix: Any, path: Any) -> list[Selection]:
         """What ``prefix`` + ``path`` selects; raises PathError / UnknownPathError."""
-        return merge(select(path_elems(prefix) + path_elems(path)))
+        elems = path_elems(prefix) + path_elems(path)
+        optics = select_optics(elems)
+        try:
+            found = select(elems)
+        except UnknownPathError:
+            if not optics:
+                raise
+            found = []
+        return merge(found + optics)
+
+    def render_optics(
+        self, target: str, sel: Selection, encoding: Encoding, readings: Sequence[OpticReading]
+    ) -> list[Group]:
+        """The groups of a link-health selection (simulator.gnmi_optics), from transceiver readings."""
+        return self.optics.render(target, sel, encoding, readings)
 
     def leaves(self, family: Family) -> tuple[Leaf, ...]:
         """The leaf table of a family."""
@@ -147,6 +165,11 @@ class EosShape(Shape):
     def __init__(self, renderer: Renderer) -> None:
         super().__init__(Nos.EOS, renderer, EOS_LAYOUT)
 
+    def render_optics(
+        self, target: str, sel: Selection, encoding: Encoding, readings: Sequence[OpticReading]
+    ) -> list[Group]:
+        return self.optics.render(target, sel, encoding, readings, EOS_LAYOUT)
+
 
 class XrShape(Shape):
     """Cisco IOS XR: origin prefixes, JSON_IETF ``state`` containers with uint64 strings."""
@@ -175,6 +198,12 @@ class SonicShape(Shape):
     def __init__(self, renderer: Renderer) -> None:
         super().__init__(Nos.SONIC, renderer)
         self.sonic = SonicRenderer()
+        self.sonic_optics = SonicOpticsRenderer()
+
+    def render_optics(
+        self, target: str, sel: Selection, encoding: Encoding, readings: Sequence[OpticReading]
+    ) -> list[Group]:
+        return self.sonic_optics.render(target, sel, readings)
 
     def selections(self, prefix: Any, path: Any) -> list[Selection]:
         return select_sonic(str(prefix.target or path.target), path_elems(prefix) + path_elems(path))

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import Any
 
+from simulator.gnmi_optics import SONIC_FIELDS, SONIC_TABLES, STATE_DB
 from simulator.gnmi_paths import (
     IF_FIELDS,
     PFC_PRIORITIES,
@@ -154,13 +155,19 @@ SONIC_LEAVES: dict[Family, tuple[Leaf, ...]] = {
 
 
 def select_sonic(db: str, elems: Sequence[Elem]) -> list[Selection]:
-    """What a request path selects in a DB target (PathError / UnknownPathError as for OpenConfig)."""
-    tables = DATABASES.get(db)
-    if tables is None:
-        raise UnknownPathError(f"target {db!r} is not served (SONiC targets: {', '.join(DATABASES)})")
+    """What a request path selects in a DB target (PathError / UnknownPathError as for OpenConfig).
+
+    Link health (simulator.gnmi_optics): ``STATE_DB`` has the transceiver DOM tables, and a
+    ``COUNTERS`` path naming FEC fields (``.../SAI_PORT_STAT_IF_IN_FEC_*``) selects them.
+    """
+    tables = DATABASES.get(db) or ({} if db != "STATE_DB" else STATE_DB)
+    if not tables:
+        raise UnknownPathError(f"target {db!r} is not served (SONiC targets: {', '.join(DATABASES)}, STATE_DB)")
     if any(e.keys for e in elems):
         raise PathError("SONiC DB paths have no keys: TABLE/KEY/FIELD, e.g. COUNTERS/Ethernet*/<SAI name>")
     names = [e.name for e in elems]
+    if db == "STATE_DB" or (names[:1] == ["COUNTERS"] and len(names) == 3):
+        return _select_optics(tables, names)
     if not names or names[0] not in tables or len(names) > 3:
         raise UnknownPathError(f"{db} serves {', '.join(tables)} (as TABLE[/KEY[/FIELD]]), not {'/'.join(names)!r}")
     family = tables[names[0]]
@@ -184,6 +191,30 @@ def select_sonic(db: str, elems: Sequence[Elem]) -> list[Selection]:
         if not leaves:
             raise UnknownPathError(f"{names[0]} has no field {want!r}")
     return [Selection(family, leaves, port, None, glob)]
+
+
+def _select_optics(tables: dict[str, Family], names: list[str]) -> list[Selection]:
+    """STATE_DB DOM tables, and COUNTERS paths that name a field (FEC fields, the others, or both)."""
+    if not names or names[0] not in tables or len(names) > 3:
+        raise UnknownPathError(f"served tables: {', '.join(tables)} (as TABLE[/KEY[/FIELD]]), not {'/'.join(names)!r}")
+    port = names[1] if len(names) >= 2 and not names[1].endswith("*") else None
+    glob = names[1] if len(names) >= 2 and names[1].endswith("*") else None
+    families = [tables[names[0]]]
+    if families[0] is Family.SONIC_COUNTERS:
+        families.append(Family.SONIC_FEC)
+    out: list[Selection] = []
+    for family in families:
+        fields = [f.name for f in FIELDS[family]] if family in FIELDS else list(SONIC_FIELDS[family])
+        leaves = tuple(range(len(fields)))
+        if len(names) == 3:
+            want = names[2]
+            stem = want[:-1] if want.endswith("*") else None
+            leaves = tuple(i for i, f in enumerate(fields) if (f.startswith(stem) if stem is not None else f == want))
+        if leaves:
+            out.append(Selection(family, leaves, port, None, glob))
+    if not out:
+        raise UnknownPathError(f"{names[0]} has no field {names[-1]!r}")
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +253,7 @@ class SonicRenderer:
 
     def delete(self, db: str, family: Family, port: str) -> tuple[bytes, bytes]:
         """(prefix field, Path bytes) deleting ``port``'s key from the family's table."""
-        return self.prefix(db), self.path(TABLES[family], port)
+        return self.prefix(db), self.path(TABLES.get(family) or SONIC_TABLES[family], port)
 
     def render(
         self, db: str, sel: Selection, ports: Sequence[PortCounters], lldp: Sequence[LldpNeighbor]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import math
 import random
 from collections.abc import Mapping
@@ -43,6 +44,7 @@ from typing import Any
 
 import grpc
 
+from fabric.tasks import stop_task
 from simulator.gnmi_paths import Family, Selection
 from simulator.gnmi_shapes import Shape
 from simulator.gnmi_target import (
@@ -60,6 +62,8 @@ from simulator.gnmi_wire import SYNC_RESPONSE, Renderer
 from simulator.ledger import SentLedger
 from simulator.nos import Devices, Nos
 from simulator.view import FabricView
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ON_CHANGE", "SAMPLE", "TARGET_DEFINED", "Plan", "RequestError", "Stats", "SubscribeSession", "build_plans"]
 
@@ -202,8 +206,7 @@ class SubscribeSession:
             try:
                 await self._stream()
             finally:
-                reader.cancel()
-                await asyncio.gather(reader, return_exceptions=True)
+                await stop_task(reader, f"gNMI {self.switch}: reading the client", log)
             return
         await self._send(self._dump(self._snapshot(), skip=self.updates_only))
         if self.mode == POLL:
@@ -310,6 +313,8 @@ class SubscribeSession:
         shape, target = self.speaker.shape, self.speaker.target
         for port in sorted(removed - self._gone):
             for family in self._families:
+                if family is Family.OPTICS_COMPONENTS:  # the transceiver's component: not the interface
+                    continue
                 prefix, path = shape.delete(target, family, port)
                 batch.add(prefix, [], [path])
             for plan in self.plans:

@@ -23,10 +23,12 @@ import grpc
 from pygnmi.spec.v080 import gnmi_pb2
 
 from fabric.errors import FabricmonError
+from simulator.gnmi_optics import OPTICS_FAMILIES
 from simulator.gnmi_paths import Family, PathError, Selection, UnknownPathError, format_path, path_elems
 from simulator.gnmi_shapes import Shape
 from simulator.gnmi_wire import Encoding, Group, notification, timestamp
 from simulator.nos import DEFAULT_DEVICE, SONIC_TARGETS, Device, Devices, Nos
+from simulator.optics import OpticReading
 from simulator.view import FabricView, LldpNeighbor, PortCounters, SwitchInfo
 
 _LLDP_FAMILIES = frozenset({Family.LLDP, Family.SONIC_LLDP})
@@ -138,6 +140,7 @@ class Snapshot:
         self._ports: dict[int, list[PortCounters]] = {}
         self._lldp: list[LldpNeighbor] | None = None
         self._removed: frozenset[str] | None = None
+        self._optics: dict[int, list[OpticReading]] = {}
 
     def ports(self, offset_ns: int = 0) -> list[PortCounters]:
         """The present ports, read ``offset_ns`` after the snapshot's time, in device time."""
@@ -166,6 +169,16 @@ class Snapshot:
         assert self._removed is not None
         return self._removed
 
+    def optics(self, offset_ns: int = 0) -> list[OpticReading]:
+        """The transceivers and FEC of the switch's present, cabled ports (link health)."""
+        found = self._optics.get(offset_ns)
+        if found is None:
+            # a FabricView that simulates no transceivers (a replay) serves no link-health data
+            read = getattr(self.view, "transceivers", None)
+            found = [] if read is None else list(read(self.speaker.switch, self.ts + offset_ns))
+            self._optics[offset_ns] = found
+        return found
+
     def lldp(self) -> list[LldpNeighbor]:
         """The switch's LLDP remote table."""
         if self._lldp is None:
@@ -176,6 +189,8 @@ class Snapshot:
         """The selection's Notification groups, and the read offset they are stamped with."""
         shape = self.speaker.shape
         offset = shape.offsets.get(sel.family, 0)
+        if sel.family in OPTICS_FAMILIES:
+            return shape.render_optics(self.speaker.target, sel, encoding, self.optics(offset)), offset
         if sel.family in _LLDP_FAMILIES:
             return shape.render(self.speaker.target, sel, encoding, (), self.lldp()), offset
         return shape.render(self.speaker.target, sel, encoding, self.ports(offset), ()), offset

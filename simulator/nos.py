@@ -55,7 +55,7 @@ from fabric.errors import FabricmonError
 from fabric.model import Fabric
 
 #: The prefix targets that name a SONiC Redis database (the switch comes from ``username``).
-SONIC_TARGETS = frozenset({"COUNTERS_DB", "APPL_DB"})
+SONIC_TARGETS = frozenset({"COUNTERS_DB", "APPL_DB", "STATE_DB"})
 #: The most skew the simulator gives a switch: a day (beyond that a clock is simply wrong).
 MAX_SKEW_S = 86_400.0
 MAX_JITTER_MS = 10_000.0

@@ -1,4 +1,7 @@
-"""Transceiver digital optical monitoring per port (table ``transceiver_dom``): its only writer.
+"""Transceiver digital optical monitoring per port (table ``transceiver_dom``): its rows, and their writer.
+
+The collectors write through one batched writer per table (collector/pipeline.py; a
+:class:`DomSample` is a row in :data:`COLUMNS` order); :func:`write_dom` appends directly.
 
 ``port`` is the interface the device maps the transceiver ``component`` to (never a name
 guessed from the other); thresholds are the module's own, None when it reports none.

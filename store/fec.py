@@ -1,4 +1,7 @@
-"""FEC counters per port (table ``port_fec``): the only writer of that table.
+"""FEC counters per port (table ``port_fec``): its rows, and their writer.
+
+The collectors write through one batched writer per table (collector/pipeline.py), with rows from
+:func:`fec_rows`; :func:`write_fec` appends directly (tests, benchmarks, the simulator's feed).
 
 Counters are cumulative, as the device reports them, unsigned 64-bit stored in a bigint
 (:func:`store.records.to_int8`); ``bins`` are the codewords by symbol errors S0..S15 where the
@@ -9,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import asyncpg
 
@@ -46,15 +49,21 @@ def _int8(v: int | None) -> int | None:
     return None if v is None else to_int8(v)
 
 
-async def write_fec(conn: asyncpg.Connection, samples: Sequence[FecSample]) -> int:
-    """Append ``samples``; return the rows written."""
-    rows = [
+def fec_rows(samples: Sequence[FecSample]) -> list[tuple[Any, ...]]:
+    """The table's rows (in :data:`COLUMNS` order) of ``samples``: what the collectors' batched
+    writer for ``port_fec`` (collector/pipeline.py) copies, and :func:`write_fec` too."""
+    return [
         (
             s.time, s.switch, s.port, _int8(s.corrected), _int8(s.uncorrectable), _int8(s.symbol_errors),
             s.pre_fec_ber, s.post_fec_ber, None if s.bins is None else [to_int8(b) for b in s.bins],
         )
         for s in samples
     ]  # fmt: skip
+
+
+async def write_fec(conn: asyncpg.Connection, samples: Sequence[FecSample]) -> int:
+    """Append ``samples``; return the rows written."""
+    rows = fec_rows(samples)
     if rows:
         await conn.copy_records_to_table("port_fec", records=rows, columns=COLUMNS)
     return len(rows)

@@ -345,7 +345,7 @@ async def test_target_defined_streams_state_on_change_and_counters_sampled(sim: 
     call = stub.Subscribe()
     await call.write(sub_request(LEAF, f"/interfaces/interface[name={UPLINK}]", sub_mode=TARGET_DEFINED))
     (dump,) = await read_until_sync(call)
-    assert len(dump.update) == 22
+    assert len(dump.update) == 22 + 6  # and link health: state/transceiver, three FEC counters, two BERs
     sim.view.apply({"kind": "link_down", "switch": LEAF, "port": UPLINK})
     change = await next_notification(call)
     changed = {text_of(u.path) for u in change.update}
@@ -593,7 +593,7 @@ async def test_tls_and_mtls() -> None:
             assert caps.gNMI_version == "0.8.0"
             get = gnmi_pb2.GetRequest(prefix=gpath(target=LEAF), path=[gpath("/interfaces/interface[name=swp1]")])
             get.encoding = PROTO
-            assert len((await stub.Get(get, timeout=WAIT)).notification[0].update) == 22
+            assert len((await stub.Get(get, timeout=WAIT)).notification[0].update) == 22 + 6  # with link health
         async with grpc.aio.insecure_channel(sim.address) as channel:
             stub = gnmi_pb2_grpc.gNMIStub(channel)
             code = await _status(stub.Capabilities(gnmi_pb2.CapabilityRequest(), timeout=2))

@@ -162,9 +162,12 @@ def _sl(*subs: Any) -> Any:
 def test_target_defined_splits_counters_and_state() -> None:
     sub = gnmi_pb2.Subscription(path=gpath("/interfaces"), mode=TARGET_DEFINED, sample_interval=10**10)
     plans = build_plans(_sl(sub), True, 10**9)
-    by_mode = {p.sample_ns: p for p in plans}
+    by_mode = {p.sample_ns: p for p in plans if p.sel.family is Family.INTERFACES}
     assert set(by_mode) == {0, 10**10}
     assert len(by_mode[0].sel.leaves) == 5 and len(by_mode[10**10].sel.leaves) == 17
+    # /interfaces also holds the link-health leaves: the transceiver's name is state, FEC and BER samples
+    optics = {p.sample_ns: len(p.sel.leaves) for p in plans if p.sel.family is Family.OPTICS_INTERFACES}
+    assert optics == {0: 1, 10**10: 5}
 
 
 def test_plan_validation() -> None:

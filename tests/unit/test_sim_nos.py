@@ -302,7 +302,8 @@ def _names(text: str) -> list[Any]:
         ("COUNTERS_DB", "COUNTERS/swp1/NOPE", "no field"),
         ("COUNTERS_DB", "PORT_TABLE", "serves COUNTERS"),
         ("APPL_DB", "PORT_TABLE/swp1/speed/x", "serves PORT_TABLE"),
-        ("STATE_DB", "PORT_TABLE", "not served"),
+        ("CONFIG_DB", "PORT_TABLE", "not served"),
+        ("STATE_DB", "PORT_TABLE", "served tables: TRANSCEIVER_DOM_SENSOR"),  # link health only
     ],
 )
 def test_sonic_paths_that_select_nothing(db: str, path: str, message: str) -> None:

@@ -1,0 +1,284 @@
+"""Link-health streams: a switch's transceiver and FEC paths over gNMI, into ``port_fec`` / ``transceiver_dom``.
+
+A profile's ``optics`` section (:mod:`collector.profiles`) names the paths and the decoder's
+schema; the collector opens one more Subscribe stream per target for them (:class:`OpticsStream`,
+a :class:`collector.gnmi_stream.GnmiStream` with the same backoff, limits and stall handling),
+so the counters' hot path (:mod:`collector.gnmi_decode`, its C fast path) never sees these leaves.
+SAMPLE subscriptions run at ``collector.gnmi_interval_s`` (FEC) or, marked ``interval: dom``, at
+``collector.dom_interval_s`` (DOM moves slowly). Such a stream's failure (a NOS without these
+paths answers NOT_FOUND) is logged and retried but does not colour the switch's reachability:
+the switch's counters say that.
+
+:class:`OpticsDecoder` turns each Notification into samples with :mod:`collector.optics_decode`:
+
+* ``openconfig``: every update becomes (path elements, value) leaves (JSON containers flattened
+  as in the counters decoder, list keys ``interface[name]``, ``component[name]``,
+  ``channel[index]``, ``threshold[severity]``); one decoder per stream keeps the device's
+  interface ↔ transceiver map (``/interfaces/interface/state/transceiver``) across
+  Notifications, so DOM lands on the interface the device names, never one guessed by name;
+* ``sonic``: ``COUNTERS/<port|glob>[/<field>]`` (FEC fields), ``TRANSCEIVER_DOM_SENSOR`` and
+  ``TRANSCEIVER_DOM_THRESHOLD`` (``/<port>[/<field>]``, or the whole table) become per-port
+  hashes; the latest thresholds of each port are kept, so a sensor row carries them even when
+  the two tables arrive in different Notifications.
+
+Values from a switch are untrusted: every message is size-checked, parse errors and values out of
+bounds are skipped and counted through ``invalid(kind, n)`` (the counters decoder's kinds, so
+``fabricmon_collector_invalid_values_total``), JSON is bounded in depth, a table in ports
+(:data:`MAX_KEYS`); the decoder never raises past the stream. A Notification's timestamp further
+than ``max_skew_s`` from receive time is replaced by the receive time (SPEC §9.2's bound; the
+counters' learned per-switch offset is not applied here).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped, unused-ignore]
+from pygnmi.spec.v080 import gnmi_pb2
+
+from collector.gnmi_stream import GnmiStream
+from collector.gnmi_values import (
+    BAD_JSON,
+    DECODE_ERROR,
+    MALFORMED,
+    MAX_TEXT,
+    OVERSIZE,
+    TOO_DEEP,
+    TOO_LONG,
+    TOO_MANY,
+    UNKNOWN_PATH,
+    WRONG_TYPE,
+    Bad,
+    flatten,
+    path_elems,
+    scalar,
+)
+from collector.optics_decode import Invalid, OpenConfigOptics, OpticsBatch, SonicOptics
+from collector.profiles import Elem
+from collector.records import LldpReading, PortReading
+from store.dom import DomSample
+from store.fec import FecSample
+
+log = logging.getLogger(__name__)
+
+Schema = Literal["openconfig", "sonic"]
+#: The YANG list keys of the OpenConfig optics paths (JSON_IETF arrays of list entries).
+LIST_KEYS: dict[str, tuple[str, ...]] = {
+    "interface": ("name",),
+    "component": ("name",),
+    "channel": ("index",),
+    "threshold": ("severity",),
+}
+#: The most keys (ports) one SONiC table answer may carry; more are skipped and counted.
+MAX_KEYS = 4096
+_SONIC_TABLES = ("COUNTERS", "TRANSCEIVER_DOM_SENSOR", "TRANSCEIVER_DOM_THRESHOLD")
+Row = FecSample | DomSample
+Hashes = dict[str, dict[str, Any]]
+
+
+@runtime_checkable
+class OpticsSink(Protocol):
+    """Where link-health rows go (the collectors' :class:`collector.pipeline.Pipeline`)."""
+
+    async def put_optics(self, fec: Sequence[FecSample], dom: Sequence[DomSample]) -> None:
+        """Hand over FEC and DOM samples (back-pressure: may wait, never drops)."""
+        ...
+
+
+class OpticsDecoder:
+    """Decodes one optics stream's responses into FEC and DOM samples (see the module docstring).
+
+    It offers what :class:`GnmiStream` reads of a decoder; ``ready_ports`` holds the samples
+    decoded and not yet handed over (both kinds: the stream only counts them).
+    """
+
+    def __init__(
+        self,
+        switch: str,
+        schema: Schema,
+        invalid: Invalid,
+        *,
+        max_message_bytes: int = 64 << 20,
+        max_skew_s: float = 30.0,
+    ) -> None:
+        self.switch = switch
+        self.schema = schema
+        self.values = 0
+        self.notifications = 0
+        self.ignored = 0
+        self.failures = 0
+        self.ready_ports: list[Row] = []
+        self.ready_lldp: list[LldpReading] = []
+        self._invalid = invalid
+        self._max = max_message_bytes
+        self._skew_ns = int(max_skew_s * 1e9)
+        self._oc = OpenConfigOptics(switch, invalid)
+        self._sonic = SonicOptics(switch, invalid)
+        self._limits: Hashes = {}
+
+    pending = False  # each Notification is decoded whole: nothing waits for a group to close
+
+    def begin(self) -> None:
+        """A new subscription: the device restates its map and thresholds in the dump."""
+
+    def close_group(self) -> None:
+        """Nothing is grouped across Notifications."""
+
+    def take(self) -> tuple[list[PortReading], list[LldpReading]]:
+        """No port readings or LLDP tables come from here (see :meth:`take_samples`)."""
+        return [], []
+
+    def take_samples(self) -> tuple[list[FecSample], list[DomSample]]:
+        """The decoded samples, handed over (the list is replaced)."""
+        rows, self.ready_ports = self.ready_ports, []
+        fec = [r for r in rows if isinstance(r, FecSample)]
+        dom = [r for r in rows if isinstance(r, DomSample)]
+        return fec, dom
+
+    def feed(self, raw: bytes) -> bool:
+        """Decode one SubscribeResponse; True when it was a ``sync_response``. Never raises."""
+        try:
+            return self._feed(raw)
+        except Exception:  # a decoder bug costs this message, never the stream
+            self.failures += 1
+            log.debug("gNMI %s optics: the decoder failed on a message; skipped", self.switch, exc_info=True)
+            self._count(DECODE_ERROR, 1)
+            return False
+
+    def _count(self, kind: str, n: int) -> None:
+        try:
+            self._invalid(kind, n)
+        except Exception:  # the counter's own failure must not undo the decoding
+            log.debug("gNMI %s optics: could not count %s", self.switch, kind, exc_info=True)
+
+    def _feed(self, raw: bytes) -> bool:
+        if len(raw) > self._max:
+            self._count(OVERSIZE, 1)
+            return False
+        try:
+            resp = gnmi_pb2.SubscribeResponse.FromString(raw)
+        except DecodeError:
+            self._count(MALFORMED, 1)
+            return False
+        if resp.HasField("update"):
+            self._notification(resp.update)
+            return False
+        return bool(resp.sync_response)
+
+    def _at(self, ts: int) -> datetime:
+        now = time.time_ns()
+        if ts <= 0 or abs(ts - now) > self._skew_ns:
+            ts = now
+        return datetime.fromtimestamp(ts / 1e9, tz=UTC)
+
+    def _notification(self, note: Any) -> None:
+        self.notifications += 1
+        at = self._at(note.timestamp)
+        prefix = path_elems(note.prefix)
+        if self.schema == "sonic":
+            batch = self._sonic_batch(at, prefix, note.update)
+        else:
+            leaves: list[tuple[tuple[Elem, ...], Any]] = []
+            for u in note.update:
+                self._leaves(prefix + path_elems(u.path), u.val, leaves)
+            self.values += len(leaves)
+            batch = self._oc.decode(at, leaves)
+        self.ready_ports.extend(batch.fec)
+        self.ready_ports.extend(batch.dom)
+
+    def _value(self, val: Any) -> Any:
+        """A TypedValue's Python value; JSON parsed (bounded); :class:`Bad` when unusable."""
+        which = val.WhichOneof("value")
+        if which in ("json_ietf_val", "json_val"):
+            text = getattr(val, which)
+            if len(text) > self._max:
+                raise Bad(OVERSIZE)
+            try:
+                return json.loads(text)
+            except RecursionError:
+                raise Bad(TOO_DEEP) from None
+            except ValueError:
+                raise Bad(BAD_JSON) from None
+        v = scalar(val, which)
+        if v.__class__ is object:  # gnmi_values' marker for kinds no leaf takes
+            raise Bad(WRONG_TYPE)
+        return v
+
+    def _leaves(self, elems: tuple[Elem, ...], val: Any, out: list[tuple[tuple[Elem, ...], Any]]) -> None:
+        try:
+            value = self._value(val)
+            if isinstance(value, dict | list):
+                flatten(elems, value, LIST_KEYS, out)
+            else:
+                out.append((elems, value))
+        except Bad as bad:
+            self._count(bad.args[0], 1)
+
+    # -- SONiC ------------------------------------------------------------------------------
+
+    def _sonic_batch(self, at: datetime, prefix: tuple[Elem, ...], updates: Sequence[Any]) -> OpticsBatch:
+        tables: dict[str, Hashes] = {t: {} for t in _SONIC_TABLES}
+        for u in updates:
+            names = [n for n, _ in prefix + path_elems(u.path)]
+            try:
+                self._sonic_update(names, self._value(u.val), tables)
+            except Bad as bad:
+                self._count(bad.args[0], 1)
+        limits = tables["TRANSCEIVER_DOM_THRESHOLD"]
+        for port, fields in limits.items():
+            if port in self._limits or len(self._limits) < MAX_KEYS:
+                self._limits[port] = {**self._limits.get(port, {}), **fields}
+        dom = tables["TRANSCEIVER_DOM_SENSOR"]
+        kept = {p: self._limits[p] for p in dom if p in self._limits}
+        return self._sonic.decode(at, tables["COUNTERS"], dom, kept)
+
+    def _sonic_update(self, names: list[str], value: Any, tables: dict[str, Hashes]) -> None:
+        """One update into ``tables[TABLE][port]`` (the forms of sonic-gnmi, see the module docstring)."""
+        if not names or names[0] not in tables or len(names) > 3:
+            raise Bad(UNKNOWN_PATH)
+        table = tables[names[0]]
+        whole = len(names) == 1 or "*" in names[1]
+        if len(names) == 3 and not whole:
+            self._put(table, names[1], {names[2]: value})
+            return
+        if not isinstance(value, dict):
+            raise Bad(WRONG_TYPE)
+        if not whole:
+            self._put(table, names[1], value)
+            return
+        for port, fields in value.items():
+            if len(table) >= MAX_KEYS:
+                raise Bad(TOO_MANY)
+            if not isinstance(fields, dict):  # a glob with a field: {"Ethernet0": "12"}
+                if len(names) != 3:
+                    raise Bad(WRONG_TYPE)
+                fields = {names[2]: fields}
+            self._put(table, port, fields)
+
+    def _put(self, table: Hashes, port: str, fields: dict[str, Any]) -> None:
+        if not port or len(port) > MAX_TEXT or any(len(f) > MAX_TEXT for f in fields):
+            raise Bad(TOO_LONG)
+        self.values += len(fields)
+        table.setdefault(port, {}).update(fields)
+
+
+class OpticsStream(GnmiStream):
+    """A :class:`GnmiStream` whose decoder gives link-health samples, handed to an :class:`OpticsSink`."""
+
+    def __init__(self, *args: Any, decoder: OpticsDecoder, optics: OpticsSink, **kwargs: Any) -> None:
+        super().__init__(*args, decoder=decoder, **kwargs)
+        self._optics, self._optics_sink = decoder, optics
+        self.samples = 0
+
+    async def _flush(self, *, close: bool) -> None:
+        async with self._lock:
+            fec, dom = self._optics.take_samples()
+            self._account()
+            if fec or dom:
+                self.samples += len(fec) + len(dom)
+                await self._optics_sink.put_optics(fec, dom)

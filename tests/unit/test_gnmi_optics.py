@@ -1,0 +1,226 @@
+"""The link-health stream decoder (collector/gnmi_optics.py) on the wire forms the simulator serves
+(simulator/gnmi_optics.py), in PROTO and JSON_IETF, on a JSON container form, and on hostile input.
+
+No real OpenConfig transceiver or SONiC FEC/DOM capture exists in ../shared/fixtures (only SR
+Linux's native ``interface/transceiver`` and sonic-gnmi's PFC wildcard answer, whose form
+``{"<port>": {"<field>": "<n>"}}`` the FEC glob answer follows): the golden shapes are the
+simulator's, built by its own renderers into SubscribeResponse bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pygnmi.spec.v080 import gnmi_pb2
+
+from collector.gnmi_optics import MAX_KEYS, OpticsDecoder
+from collector.gnmi_values import BAD_JSON, DECODE_ERROR, MALFORMED, NEGATIVE, NOT_A_NUMBER, OUT_OF_RANGE, TOO_MANY
+from fabric.model import FabricParams
+from fabric.topology import build_aipod
+from simulator.fabric_state import FabricState
+from simulator.gnmi_optics import OPTICS_LEAVES, OpticsRenderer, SonicOpticsRenderer
+from simulator.gnmi_paths import Family, Selection
+from simulator.gnmi_shapes import EOS_LAYOUT
+from simulator.gnmi_wire import Encoding, Group, Layout, notification, timestamp
+
+NOW = time.time_ns()
+STATE = FabricState(build_aipod(FabricParams(gpus=128, radix=16)), seed=4, clock=lambda: NOW)
+SWITCH = "lf-g1-r1"
+READINGS = STATE.transceivers(SWITCH)
+
+
+def everything(family: Family) -> Selection:
+    return Selection(family, tuple(range(len(OPTICS_LEAVES[family]))))
+
+
+def messages(groups: list[Group], ts: int = NOW) -> list[bytes]:
+    return [notification(timestamp(ts), g.prefix, g.updates) for g in groups]
+
+
+def decoder(schema: str = "openconfig") -> tuple[OpticsDecoder, Counter[str]]:
+    bad: Counter[str] = Counter()
+    return OpticsDecoder(SWITCH, schema, lambda kind, n: bad.update({kind: n})), bad  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("encoding", "layout"),
+    [(Encoding.PROTO, None), (Encoding.JSON_IETF, None), (Encoding.PROTO, EOS_LAYOUT)],
+    ids=["proto", "json_ietf", "eos-containers"],
+)
+def test_openconfig_wire_forms_decode_to_the_simulated_readings(encoding: Encoding, layout: Layout | None) -> None:
+    r = OpticsRenderer()
+    dec, bad = decoder()
+    # the interfaces bring the device's map (state/transceiver); the components' DOM lands by it
+    for family in (Family.OPTICS_INTERFACES, Family.OPTICS_COMPONENTS):
+        for raw in messages(r.render(SWITCH, everything(family), encoding, READINGS, layout)):
+            assert dec.feed(raw) is False
+    fec, dom = dec.take_samples()
+    assert not bad
+    assert len(fec) == len(dom) == len(READINGS)
+    by_port = {s.port: s for s in dom}
+    for reading, f in zip(READINGS, fec, strict=True):
+        assert (f.port, f.corrected, f.uncorrectable, f.symbol_errors) == (
+            reading.port,
+            reading.fec_corrected,
+            reading.fec_uncorrectable,
+            reading.symbol_errors,
+        )
+        assert f.pre_fec_ber == pytest.approx(reading.pre_fec_ber) and f.bins is None
+        d = by_port[reading.port]  # the interface that names the component, not a name guessed
+        assert d.component == reading.component != reading.port
+        assert (d.rx_power_dbm, d.tx_power_dbm, d.laser_bias_ma) == (
+            reading.rx_power_dbm,
+            reading.tx_power_dbm,
+            reading.laser_bias_ma,
+        )
+        assert reading.thresholds is not None and d.rx_low_critical_dbm == reading.thresholds.rx_low_critical_dbm
+        assert abs(d.time.timestamp() * 1e9 - NOW) < 1e3  # the device's time, within its bound
+
+
+def test_transceivers_before_any_interface_names_them_are_counted_then_land_once_mapped() -> None:
+    r = OpticsRenderer()
+    dec, bad = decoder()
+    comps = messages(r.render(SWITCH, everything(Family.OPTICS_COMPONENTS), Encoding.PROTO, READINGS))
+    for raw in comps:
+        dec.feed(raw)
+    assert dec.take_samples() == ([], []) and bad == {"unmapped": len(READINGS)}
+    only_map = Selection(Family.OPTICS_INTERFACES, (0,))  # state/transceiver, ON_CHANGE
+    for raw in messages(r.render(SWITCH, only_map, Encoding.PROTO, READINGS)):
+        dec.feed(raw)
+    for raw in comps:
+        dec.feed(raw)
+    assert len(dec.take_samples()[1]) == len(READINGS)
+
+
+@pytest.mark.parametrize("single_port", [False, True])
+def test_sonic_wire_forms_decode_to_the_simulated_readings(single_port: bool) -> None:
+    r = SonicOpticsRenderer()
+    dec, bad = decoder("sonic")
+    port = READINGS[3].port if single_port else None
+    fec_sel = Selection(Family.SONIC_FEC, tuple(range(19)), port, None, None if port else "Ethernet*")
+    for sel, db in (
+        (fec_sel, "COUNTERS_DB"),
+        (Selection(Family.SONIC_DOM_LIMITS, (0, 1, 2, 3), port), "STATE_DB"),
+        (Selection(Family.SONIC_DOM, (0, 1, 2, 3, 4), port), "STATE_DB"),
+    ):
+        for raw in messages(r.render(db, sel, READINGS)):
+            dec.feed(raw)
+    fec, dom = dec.take_samples()
+    assert not bad
+    expected = [x for x in READINGS if port in (None, x.port)]
+    assert [f.port for f in sorted(fec)] == sorted(x.port for x in expected) == [d.port for d in dom]
+    for reading in expected:
+        f = next(s for s in fec if s.port == reading.port)
+        assert f.bins == reading.fec_bins and f.corrected == reading.fec_corrected
+        d = next(s for s in dom if s.port == reading.port)
+        assert d.rx_power_dbm == pytest.approx(reading.rx_power_dbm, abs=1e-4)
+        assert d.rx_low_warning_dbm == -8.0  # from the other table, kept by port
+
+
+def test_a_json_container_form_and_decimal64_values_decode_too() -> None:
+    """XR-like: one update per ``state`` container with a JSON_IETF body; decimal_val measurements."""
+    dec, bad = decoder()
+    iface = gnmi_pb2.Path(
+        elem=[gnmi_pb2.PathElem(name="interfaces"), gnmi_pb2.PathElem(name="interface", key={"name": "Ethernet0"})]
+    )
+    note = gnmi_pb2.Notification(timestamp=NOW, prefix=iface)
+    state = {"transceiver": "Ethernet0-xcvr", "counters": {"in-octets": "1"}}
+    note.update.add(
+        path=gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name="state")]),
+        val=gnmi_pb2.TypedValue(json_ietf_val=json.dumps(state).encode()),
+    )
+    eth = {
+        "counters": {"fec-corrected-blocks": "42", "fec-uncorrectable-blocks": "0"},
+        "pre-fec-ber": {"instant": "2.5e-08"},
+    }
+    note.update.add(
+        path=gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name="ethernet"), gnmi_pb2.PathElem(name="state")]),
+        val=gnmi_pb2.TypedValue(json_ietf_val=json.dumps(eth).encode()),
+    )
+    dec.feed(gnmi_pb2.SubscribeResponse(update=note).SerializeToString())
+    comp = gnmi_pb2.Path(
+        elem=[gnmi_pb2.PathElem(name="components"), gnmi_pb2.PathElem(name="component", key={"name": "Ethernet0-xcvr"})]
+    )
+    note = gnmi_pb2.Notification(timestamp=NOW, prefix=comp)
+    chans = {
+        "channel": [
+            {"index": 1, "state": {"input-power": {"instant": "-3.10"}}},
+            {"index": 2, "state": {"input-power": {"instant": "-4.20"}}},
+        ]
+    }
+    note.update.add(
+        path=gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name="transceiver"), gnmi_pb2.PathElem(name="physical-channels")]),
+        val=gnmi_pb2.TypedValue(json_ietf_val=json.dumps(chans).encode()),
+    )
+    temp = [gnmi_pb2.PathElem(name=n) for n in ("state", "temperature", "instant")]
+    note.update.add(
+        path=gnmi_pb2.Path(elem=temp), val=gnmi_pb2.TypedValue(decimal_val=gnmi_pb2.Decimal64(digits=415, precision=1))
+    )
+    dec.feed(gnmi_pb2.SubscribeResponse(update=note).SerializeToString())
+    (fec,), (dom,) = dec.take_samples()
+    assert (fec.port, fec.corrected, fec.uncorrectable, fec.pre_fec_ber) == ("Ethernet0", 42, 0, 2.5e-08)
+    assert (dom.port, dom.rx_power_dbm, dom.temperature_c) == ("Ethernet0", -4.2, 41.5)  # the worst lane
+    assert not bad  # in-octets under the interface is not a link-health leaf: passed over, not an error
+
+
+def _leaf(path: list[str], val: gnmi_pb2.TypedValue) -> bytes:
+    elems = [gnmi_pb2.PathElem(name="interfaces"), gnmi_pb2.PathElem(name="interface", key={"name": "e1"})]
+    elems += [gnmi_pb2.PathElem(name=n) for n in path]
+    note = gnmi_pb2.Notification(timestamp=NOW)
+    note.update.add(path=gnmi_pb2.Path(elem=elems), val=val)
+    raw: bytes = gnmi_pb2.SubscribeResponse(update=note).SerializeToString()
+    return raw
+
+
+BER = ["ethernet", "state", "pre-fec-ber", "instant"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "kind"),
+    [
+        (b"\xff\xff\xff", MALFORMED),
+        (_leaf(BER, gnmi_pb2.TypedValue(double_val=float("nan"))), NOT_A_NUMBER),
+        (_leaf(BER, gnmi_pb2.TypedValue(double_val=3.0)), OUT_OF_RANGE),
+        (_leaf(BER, gnmi_pb2.TypedValue(json_ietf_val=b"{nope")), BAD_JSON),
+        (_leaf(["ethernet", "state", "counters", "fec-corrected-blocks"], gnmi_pb2.TypedValue(int_val=-1)), NEGATIVE),
+    ],
+)
+def test_untrusted_values_are_skipped_and_counted_never_raised(raw: bytes, kind: str) -> None:
+    dec, bad = decoder()
+    assert dec.feed(raw) is False
+    assert dec.take_samples() == ([], []) and bad == {kind: 1}
+
+
+def test_a_sonic_table_of_too_many_ports_is_cut_and_counted() -> None:
+    dec, bad = decoder("sonic")
+    doc = {f"Ethernet{i}": {"SAI_PORT_STAT_IF_IN_FEC_CORRECTABLE_FRAMES": "1"} for i in range(MAX_KEYS + 5)}
+    note = gnmi_pb2.Notification(timestamp=NOW, prefix=gnmi_pb2.Path(target="COUNTERS_DB"))
+    path = gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name="COUNTERS"), gnmi_pb2.PathElem(name="Ethernet*")])
+    note.update.add(path=path, val=gnmi_pb2.TypedValue(json_ietf_val=json.dumps(doc).encode()))
+    dec.feed(gnmi_pb2.SubscribeResponse(update=note).SerializeToString())
+    assert len(dec.take_samples()[0]) == MAX_KEYS and bad == {TOO_MANY: 1}
+
+
+def test_a_device_time_out_of_bounds_is_replaced_by_the_receive_time() -> None:
+    dec, _ = decoder()
+    dec.feed(_leaf(BER, gnmi_pb2.TypedValue(double_val=1e-9)))
+    late = _leaf(BER, gnmi_pb2.TypedValue(double_val=1e-9))
+    resp = gnmi_pb2.SubscribeResponse.FromString(late)
+    resp.update.timestamp = NOW - 3600 * 10**9  # an hour behind: beyond collector.max_clock_skew_s
+    dec.feed(resp.SerializeToString())
+    (first, second), _ = dec.take_samples()
+    assert abs(second.time.timestamp() - time.time()) < 60 and abs(first.time.timestamp() * 1e9 - NOW) < 1e3
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300), st.sampled_from(["openconfig", "sonic"]))
+def test_any_bytes_are_decoded_or_counted_never_raised(raw: bytes, schema: str) -> None:
+    dec, bad = decoder(schema)
+    dec.feed(raw)
+    assert DECODE_ERROR not in bad
+    dec.take_samples()
