@@ -9,7 +9,6 @@ sender retries with a fresh timestamp and signature.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import socket
 import time
@@ -20,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from analyzer.payloads import MAX_SIGNATURE_AGE_S, verify_signature
+from fabric.waits import wait_event
 
 
 @dataclass(slots=True)
@@ -94,8 +94,7 @@ class Receiver:
             if left <= 0:
                 return None
             self._arrived.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), left)
+            await wait_event(self._arrived, left)
         return found
 
     def first(self, event: str, fingerprint: str) -> Delivery | None:

@@ -9,13 +9,12 @@ and evaluation, so a fault is found in seconds rather than in a minute.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +30,8 @@ from demo.receiver import Delivery, Receiver
 from demo.tour import Step
 from fabric.errors import FabricmonError
 from fabric.model import FabricParams
+from fabric.tasks import owned_tasks, stop_task
+from fabric.waits import wait_event
 from simulator.nos import MIXED, Nos
 from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
 from simulator.sim_config import sim_config
@@ -165,19 +166,6 @@ def demo_config(sim: RunningSim, opts: DemoOptions, webhook: str, secret: str, d
     return Config.model_validate(data)
 
 
-@contextlib.asynccontextmanager
-async def _tasks(*coros: Any) -> AsyncIterator[list[asyncio.Task[Any]]]:
-    tasks = [asyncio.create_task(c) for c in coros]
-    try:
-        yield tasks
-    finally:
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-
-
 async def run_demo(opts: DemoOptions, dsn: str, say: Say, stop: asyncio.Event) -> DemoResult:
     """Run the whole demo; return its report (the API stays up until ``stop`` or the duration)."""
     started = time.monotonic()
@@ -208,7 +196,9 @@ async def run_demo(opts: DemoOptions, dsn: str, say: Say, stop: asyncio.Event) -
             app = create_app(config, sim.fabric, pool=pool,
                              extra_collectors=[CollectorMetrics(collector.pipeline, collector.collectors)])  # fmt: skip
             services_stop = asyncio.Event()
-            async with serving(app, opts.listen), _tasks(collector.run(services_stop), analyzer.run(services_stop)):
+            async with serving(app, opts.listen), owned_tasks("demo services") as services:
+                services.start(collector.run(services_stop), "collector")
+                services.start(analyzer.run(services_stop), "analyzer")
                 result.api = f"http://{opts.listen}/"
                 say(f"dashboard: {result.api}   API: {result.api}v1/health   webhooks → {webhook}")
                 first, hint = max(90, HEALTHY_INTERVALS * opts.interval_s), "collectors behind? try a longer --interval"
@@ -300,9 +290,7 @@ async def _play(step: Step, sim: RunningSim, analyzer: AnalyzerService, receiver
         alert = resolved.body.get("alert", {})
         res.incident, res.rule = str(alert.get("id")), alert.get("rule")
         say(f"  ✓ cleared; incident resolved {res.resolved_s:.1f} s later")
-    watcher.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watcher
+    await stop_task(watcher, "watching the incident's rules")
     res.symptoms = sorted({r for r in seen if r != res.rule})
     await _wait(lambda: _healthy(analyzer) or time.monotonic() - t1 > opts.timeout_s, opts.timeout_s + 5,
                 "healthy fabric")  # fmt: skip
@@ -337,8 +325,7 @@ async def _linger(stop: asyncio.Event, until: float | None, say: Say) -> None:
         say("tour done. The API and dashboard stay up: Ctrl-C to stop.")
         await stop.wait()
         return
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), max(0.0, until - time.monotonic()))
+    await wait_event(stop, max(0.0, until - time.monotonic()))
 
 
 async def _members(analyzer: AnalyzerService, fingerprint: str, into: set[str]) -> None:

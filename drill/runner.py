@@ -13,7 +13,6 @@ then, so two events never overlap at related places.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import shutil
 import tempfile
@@ -35,6 +34,7 @@ from drill.campaign import EVERYWHERE, Planned, footprints_meet, plan_campaign
 from drill.goals import DEFAULT_GOALS, Goal, judge
 from drill.score import Injected, Score, Seen, names_place, score, seen_from
 from fabric.model import Fabric, FabricParams
+from fabric.tasks import stop_task
 from simulator.nos import MIXED
 from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
 from store.jobs import Job, save_job
@@ -102,9 +102,7 @@ class _Collector:
 
     async def close(self) -> None:
         self.stop.set()
-        if self.task is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(self.task, 30)
+        await stop_task(self.task, "the drill's collector", grace_s=30)
 
     async def restart(self) -> None:
         await self.close()
@@ -153,8 +151,7 @@ async def run_drill(opts: DrillOptions, dsn: str, say: Say) -> DrillResult:
                 elapsed = time.monotonic() - t0
             finally:
                 stop.set()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await asyncio.wait_for(analyzing, 30)
+                await stop_task(analyzing, "the drill's analyzer", grace_s=30)
                 await collector.close()
         seen = seen_from((d.at - t0, d.event, d.body) for d in receiver.deliveries)
         result = score(events, seen, grace_s=3 * opts.interval_s)

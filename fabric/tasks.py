@@ -82,11 +82,16 @@ async def owned_tasks(owner: str, logger: logging.Logger | None = None) -> Async
         raise
 
 
-async def stop_task(task: asyncio.Task[Any] | None, what: str, logger: logging.Logger | None = None) -> None:
-    """Cancel ``task`` and wait for it to end; a failure it ended with is logged with its traceback,
-    not raised (a close must go on closing). The caller's own cancellation propagates."""
+async def stop_task(
+    task: asyncio.Task[Any] | None, what: str, logger: logging.Logger | None = None, *, grace_s: float = 0.0
+) -> None:
+    """Cancel ``task`` (after up to ``grace_s`` for it to end by itself, once told to stop) and wait
+    for it to end; a failure it ended with is logged with its traceback, not raised (a close must go
+    on closing). The caller's own cancellation propagates."""
     if task is None:
         return
+    if grace_s > 0 and not (await asyncio.wait([task], timeout=grace_s))[0]:
+        (logger or log).warning("%s did not stop within %g s; cancelled", what, grace_s)
     if not task.done() and not task.cancelling():  # cancelled already (under a lock, say): not twice
         task.cancel()
     await asyncio.wait([task])  # never raises the task's outcome, nor swallows our own cancellation

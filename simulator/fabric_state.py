@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fabric.model import Fabric
+from fabric.tasks import stop_task
 from simulator import fault_effects
 from simulator.faults import AppliedFault, FaultConflict, FaultError, FaultSpec, resolve
 from simulator.optics import OpticReading, OpticsBook
@@ -208,10 +209,7 @@ class FabricState:
     async def stop(self) -> None:
         """Cancel the task started by :meth:`start` and wait for it to end."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task, "the fabric state's clock", log)
 
     def _sync(self, now_ns: int | None) -> int:
         """Clamp a read time to the latest change and process the transitions due by then."""

@@ -104,7 +104,8 @@ async def record(opts: RecordOptions) -> RecordResult:
     header = Header(opts.switch, opts.address, [*opts.sampled, *opts.on_change], time.time_ns())
     channel = _channel(opts)
     try:
-        await asyncio.wait_for(channel.channel_ready(), opts.timeout_s)
+        async with asyncio.timeout(opts.timeout_s):
+            await channel.channel_ready()
     except TimeoutError:
         await channel.close()
         raise RecordError(f"{opts.address}: no gNMI server answered within {opts.timeout_s:g} s") from None
@@ -129,7 +130,8 @@ async def record(opts: RecordOptions) -> RecordResult:
                     result.updates += len(response.update.update)
 
         try:
-            await asyncio.wait_for(consume(), opts.duration_s)
+            async with asyncio.timeout(opts.duration_s):
+                await consume()
         except TimeoutError:
             pass  # the duration is up: a normal end
         except grpc.aio.AioRpcError as exc:

@@ -25,6 +25,7 @@ from typing import Any
 from pygnmi.spec.v080 import gnmi_pb2
 
 from fabric.model import natural_key
+from fabric.tasks import stop_task
 from simulator.gnmi_paths import (
     IF_FIELDS,
     LEAVES,
@@ -185,11 +186,8 @@ class ReplayView:
 
     async def stop(self) -> None:
         """Stop the background player."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_task(self._task, "the replay player", log)
+        self._task = None
 
     async def _run(self) -> None:
         while True:

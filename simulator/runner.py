@@ -23,7 +23,9 @@ from aiohttp import web
 
 from fabric.inventory import load_inventory
 from fabric.model import Fabric, FabricParams
+from fabric.tasks import stop_task
 from fabric.topology import build_aipod
+from fabric.waits import wait_event
 from simulator.control import create_control_app
 from simulator.fabric_state import FabricState
 from simulator.gnmi_server import GnmiServer, serve_gnmi
@@ -194,10 +196,7 @@ def _build(opts: SimOptions) -> RunningSim:
 
 async def stop_sim(sim: RunningSim) -> None:
     """Stop everything, newest first; never raises."""
-    if sim.scenario_task is not None:
-        sim.scenario_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await sim.scenario_task
+    await stop_task(sim.scenario_task, "the scenario", log)
     if sim.control is not None:
         with contextlib.suppress(Exception):
             await sim.control.cleanup()
@@ -221,8 +220,10 @@ async def run_sim(opts: SimOptions, ready: Callable[[RunningSim], None], stop: a
     sim = await start_sim(opts)
     try:
         ready(sim)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), opts.duration_s)
+        if opts.duration_s is None:
+            await stop.wait()
+        else:
+            await wait_event(stop, opts.duration_s)
     finally:
         await stop_sim(sim)
     return sim

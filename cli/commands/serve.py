@@ -74,10 +74,10 @@ def run_all(args: argparse.Namespace) -> int:
                 collecting = asyncio.create_task(collector.run(stop), name="collector")
                 analyzing = asyncio.create_task(analyzer.run(stop), name="analyzer")
                 await asyncio.wait([collecting, analyzing], return_when=asyncio.FIRST_EXCEPTION)
-                stop.set()
+                stop.set()  # one failed, or stop: the other drains (or finishes its round), not cancelled
+                await asyncio.wait([collecting, analyzing])
                 for task in (collecting, analyzing):
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task  # re-raises a service's failure after both stopped
+                    task.result()  # re-raises a service's failure after both stopped
         note("stopped: collector drained, analyzer finished its round, API closed")
 
     with contextlib.suppress(KeyboardInterrupt):

@@ -137,3 +137,18 @@ async def test_stop_task_logs_a_failure_instead_of_hiding_it(caplog: pytest.LogC
     await stop_task(running, "pusher")
     assert running.cancelled() and cleaned == ["pusher"]
     await stop_task(None, "nothing")  # nothing started: nothing to stop
+
+
+async def test_stop_task_gives_a_task_told_to_stop_its_grace_first() -> None:
+    stop = asyncio.Event()
+    finished: list[str] = []
+
+    async def service() -> None:
+        await stop.wait()
+        await asyncio.sleep(0)  # a drain that awaits
+        finished.append("drained")
+
+    task = asyncio.create_task(service())
+    stop.set()
+    await stop_task(task, "the collector", grace_s=30)
+    assert finished == ["drained"] and not task.cancelled()  # it ended by itself, not cancelled
