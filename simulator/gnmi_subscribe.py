@@ -313,6 +313,8 @@ class SubscribeSession:
         shape, target = self.speaker.shape, self.speaker.target
         for port in sorted(removed - self._gone):
             for family in self._families:
+                if family is Family.OPTICS_COMPONENTS:  # the transceiver's component: not the interface
+                    continue
                 prefix, path = shape.delete(target, family, port)
                 batch.add(prefix, [], [path])
             for plan in self.plans:
