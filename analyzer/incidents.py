@@ -92,6 +92,12 @@ SWITCH_LINKS = 4
 LAGGING_SHARE = 0.1
 #: Without collector heartbeats, this share of the fabric's switches silent at once is our collection.
 SILENT_SHARE = 0.5
+#: This many switches silent at once while their peers see every link of theirs up (they forward:
+#: not gone) have a common cause on our side of the wire, a collector or its host too busy, or the
+#: management network: one collection incident, whatever the collector calls their state. Fewer
+#: are each the switch's own (a management-plane fault). The share of the fabric, at least the count.
+MASS_SILENCE_SHARE = 0.1
+MASS_SILENCE_MIN = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +361,13 @@ def _collection(findings: list[Finding], fabric: Fabric, obs: Observation) -> tu
     # a link or capacity finding read from switches we cannot observe is stale data, not a fault
     ours += [f for f in findings if f.rule not in SILENCE and _blind(f, obs.unobserved)]
     lag_only = not obs.problems and bool(lagging) and all(_ours(f) for f in ours)
+    taken = {id(f) for f in ours}
+    forwarding = [f for f in silent if id(f) not in taken and _forwarding(f)]
+    if fabric.switches and len(forwarding) >= max(MASS_SILENCE_MIN, MASS_SILENCE_SHARE * len(fabric.switches)):
+        ours += forwarding
+        lag_only = False
+        problem = f"{len(forwarding)} switches silent at once while their peers see their links up"
+        obs = replace(obs, problems=(*obs.problems, problem))
     if not obs.known:
         stale = [f for f in silent if f.rule == "stale_switch"]
         if fabric.switches and len(stale) >= max(2, SILENT_SHARE * len(fabric.switches)):
@@ -386,6 +399,13 @@ def _ours(f: Finding) -> bool:
     d = f.details
     gone = isinstance(d.get("peer_links_down"), int) and d["peer_links_down"] > 0 and not d.get("peer_links_up")
     return f.rule == "stale_switch" and d.get("state") == "connected" and not gone
+
+
+def _forwarding(f: Finding) -> bool:
+    """A silent switch whose peers see its links up, and none down: it forwards, we do not hear it."""
+    d = f.details
+    up, down = d.get("peer_links_up"), d.get("peer_links_down")
+    return f.rule == "stale_switch" and isinstance(up, int) and up > 0 and down == 0
 
 
 def _blind(f: Finding, switches: frozenset[str]) -> bool:

@@ -33,7 +33,7 @@ from fabric.model import FabricParams
 from fabric.tasks import owned_tasks, stop_task
 from fabric.waits import wait_event
 from simulator.nos import MIXED, Nos
-from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
+from simulator.runner import RunningSim, SimEndpoints, SimOptions, start_sim, stop_sim
 from simulator.sim_config import sim_config
 from store.jobs import Job, save_job
 
@@ -140,19 +140,22 @@ class DemoResult:
         return out
 
 
-def demo_config(sim: RunningSim, opts: DemoOptions, webhook: str, secret: str, dsn: str) -> Config:
+#: The simulator's addresses are bound on loopback (ports: whichever it got).
+_LOOPBACK = SimOptions(gnmi="127.0.0.1:0", snmp="127.0.0.1:0", control="127.0.0.1:0")
+
+
+def demo_config(sim: SimEndpoints, opts: DemoOptions, webhook: str, secret: str, dsn: str) -> Config:
     """fabricmon's config for the simulated fabric, at demo speed."""
-    addr = sim.addresses(SimOptions(gnmi="127.0.0.1:0", snmp="127.0.0.1:0", control="127.0.0.1:0"))
     data: dict[str, Any] = sim_config(
-        gnmi_address=addr["gnmi"],
-        snmp_address=addr["snmp"],
+        gnmi_address=sim.gnmi,
+        snmp_address=sim.snmp,
         params=FabricParams(gpus=opts.gpus),
         fabric=sim.fabric,
         naming=opts.naming,
         gnmi_interval_s=opts.interval_s,
         snmp_interval_s=opts.interval_s,
-        nos=sim.devices.assignment() if sim.devices is not None else None,
-        ca_file=sim.tls.ca_file if sim.tls is not None else None,
+        nos=sim.nos or None,
+        ca_file=sim.ca_file,
     )
     data["database"] = {"dsn": dsn, "writer": {"flush_interval_s": 0.5}}
     data["analyzer"] = {
@@ -186,7 +189,7 @@ async def run_demo(opts: DemoOptions, dsn: str, say: Say, stop: asyncio.Event) -
         raise
     try:
         assert sim.fabric is not None and sim.state is not None
-        config = demo_config(sim, opts, webhook, secret, dsn)
+        config = demo_config(sim.endpoints(_LOOPBACK), opts, webhook, secret, dsn)
         async with database(dsn, config, sim.fabric) as pool:
             hosts = [f"srv-g1-{i:03d}" for i in range(1, 17)]
             await save_job(pool, Job(JOB_ID, tuple(hosts), datetime.now(UTC), 21.0))

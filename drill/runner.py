@@ -1,5 +1,6 @@
-"""Running a drill: the simulator, the collectors, the analyzer and a webhook receiver in one
-process (as ``fabricmon demo`` runs them), then a seeded campaign (:mod:`drill.campaign`),
+"""Running a drill: the collectors, the analyzer and a webhook receiver in one process (as
+``fabricmon demo`` runs them), the simulated switches in a process of their own
+(:mod:`simulator.process`, faults over its control API), then a seeded campaign (:mod:`drill.campaign`),
 up to K events at once at unrelated places, scored (:mod:`drill.score`) against what the
 receiver got.
 
@@ -36,7 +37,8 @@ from drill.score import Injected, Score, Seen, names_place, score, seen_from
 from fabric.model import Fabric, FabricParams
 from fabric.tasks import stop_task
 from simulator.nos import MIXED
-from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
+from simulator.process import RemoteSim, sim_process
+from simulator.runner import SimOptions
 from store.jobs import Job, save_job
 
 Say = Callable[[str], None]
@@ -118,48 +120,47 @@ async def run_drill(opts: DrillOptions, dsn: str, say: Say) -> DrillResult:
     params = None if opts.inventory is not None else FabricParams(gpus=opts.gpus)
     say(f"simulating {'the inventory ' + str(opts.inventory) if opts.inventory else f'a {opts.gpus}-GPU AIPod'}"
         f" ({opts.naming} port names), every NOS shape")  # fmt: skip
+    loopback = "127.0.0.1:0"
+    sim_opts = SimOptions(params=params, inventory=opts.inventory, gnmi=loopback, snmp=loopback, control=loopback,
+                          seed=opts.seed, nos=MIXED, naming=opts.naming, tls_dir=tls_dir)  # fmt: skip
     try:
-        sim = await start_sim(SimOptions(params=params, inventory=opts.inventory, gnmi="127.0.0.1:0",
-                                         snmp="127.0.0.1:0", control="127.0.0.1:0", seed=opts.seed, nos=MIXED,
-                                         naming=opts.naming, tls_dir=tls_dir))  # fmt: skip
-    except BaseException:
-        shutil.rmtree(tls_dir, ignore_errors=True)
-        await receiver.stop()
-        raise
-    try:
-        assert sim.fabric is not None and sim.state is not None
-        fabric = sim.fabric
-        demo = DemoOptions(gpus=fabric.gpus, interval_s=opts.interval_s, naming=opts.naming, listen="127.0.0.1:0")
-        config = demo_config(sim, demo, webhook, secret, dsn)
-        snmp = [t for targets in config.targets if targets.protocol == "snmp" for t in targets.switches or ()]
-        campaign = plan_campaign(fabric, faults=opts.faults, benign=opts.benign, seed=opts.seed,
-                                 snmp_switches=[s for s in snmp if s in fabric.switches])  # fmt: skip
-        async with database(dsn, config, fabric) as pool:
-            await _jobs(pool, fabric)
-            collector = _Collector(config, fabric, pool)
-            analyzer = AnalyzerService(config, fabric, pool)
-            stop = asyncio.Event()
-            collector.start()
-            analyzing = asyncio.create_task(analyzer.run(stop))
-            try:
-                await _healthy(analyzer, max(90.0, 8 * opts.interval_s))
-                say(f"healthy; {len(campaign)} events ({opts.faults} faults, {opts.benign} benign), "
-                    f"up to {opts.concurrency} at once, seed {opts.seed}")  # fmt: skip
-                t0 = time.monotonic()
-                drill = _Drill(opts, sim, receiver, collector, t0, say)
-                events = await drill.run(campaign)
-                elapsed = time.monotonic() - t0
-            finally:
-                stop.set()
-                await stop_task(analyzing, "the drill's analyzer", grace_s=30)
-                await collector.close()
-        seen = seen_from((d.at - t0, d.event, d.body) for d in receiver.deliveries)
-        result = score(events, seen, grace_s=3 * opts.interval_s)
-        return DrillResult(opts, fabric.gpus, len(fabric.switches), result, events, seen, elapsed)
+        async with sim_process(sim_opts) as sim:
+            return await _drill_against(opts, sim, receiver, webhook, secret, dsn, say)
     finally:
-        await stop_sim(sim)
         await receiver.stop()
         shutil.rmtree(tls_dir, ignore_errors=True)
+
+
+async def _drill_against(opts: DrillOptions, sim: RemoteSim, receiver: Receiver, webhook: str, secret: str,
+                         dsn: str, say: Say) -> DrillResult:  # fmt: skip
+    fabric = sim.fabric
+    demo = DemoOptions(gpus=fabric.gpus, interval_s=opts.interval_s, naming=opts.naming, listen="127.0.0.1:0")
+    config = demo_config(sim.endpoints, demo, webhook, secret, dsn)
+    snmp = [t for targets in config.targets if targets.protocol == "snmp" for t in targets.switches or ()]
+    campaign = plan_campaign(fabric, faults=opts.faults, benign=opts.benign, seed=opts.seed,
+                             snmp_switches=[s for s in snmp if s in fabric.switches])  # fmt: skip
+    async with database(dsn, config, fabric) as pool:
+        await _jobs(pool, fabric)
+        collector = _Collector(config, fabric, pool)
+        analyzer = AnalyzerService(config, fabric, pool)
+        stop = asyncio.Event()
+        collector.start()
+        analyzing = asyncio.create_task(analyzer.run(stop))
+        try:
+            await _healthy(analyzer, max(90.0, 8 * opts.interval_s))
+            say(f"healthy; {len(campaign)} events ({opts.faults} faults, {opts.benign} benign), "
+                f"up to {opts.concurrency} at once, seed {opts.seed}")  # fmt: skip
+            t0 = time.monotonic()
+            drill = _Drill(opts, sim, receiver, collector, t0, say)
+            events = await drill.run(campaign)
+            elapsed = time.monotonic() - t0
+        finally:
+            stop.set()
+            await stop_task(analyzing, "the drill's analyzer", grace_s=30)
+            await collector.close()
+    seen = seen_from((d.at - t0, d.event, d.body) for d in receiver.deliveries)
+    result = score(events, seen, grace_s=3 * opts.interval_s)
+    return DrillResult(opts, fabric.gpus, len(fabric.switches), result, events, seen, elapsed)
 
 
 async def _jobs(pool: Any, fabric: Fabric) -> None:
@@ -180,10 +181,9 @@ async def _healthy(analyzer: AnalyzerService, within_s: float) -> None:
 
 
 class _Drill:
-    def __init__(self, opts: DrillOptions, sim: RunningSim, receiver: Receiver, collector: _Collector, t0: float,
+    def __init__(self, opts: DrillOptions, sim: RemoteSim, receiver: Receiver, collector: _Collector, t0: float,
                  say: Say) -> None:  # fmt: skip
-        assert sim.state is not None
-        self.opts, self.sim, self.state, self.receiver, self.collector = opts, sim, sim.state, receiver, collector
+        self.opts, self.sim, self.receiver, self.collector = opts, sim, receiver, collector
         self.t0, self.say = t0, say
         self.done = 0
 
@@ -266,10 +266,10 @@ class _Drill:
         else:
             if ev.kind == "planned_reboot":  # announced first, as a site does: a window over the switch
                 await self._window(str(ev.spec["switch"]), 5 + limit + 4 * interval)
-            applied = self.state.apply(dict(ev.spec))
-            fault_id, spec = applied.id, applied.to_dict()
-            if applied.swapped_with:  # a cable swap: the other server's GPU moved too
-                hosts = hosts | {applied.swapped_with.partition(":")[0]}
+            applied = await self.sim.apply(ev.spec)
+            fault_id, spec = str(applied["id"]), applied
+            if applied.get("swapped_with"):  # a cable swap: the other server's GPU moved too
+                hosts = hosts | {str(applied["swapped_with"]).partition(":")[0]}
         if ev.benign:
             hold = {"flap_once": 2.0, "pfc_burst": 0.8 * interval, "planned_reboot": 5 + 4 * interval}.get(ev.kind, 0.0)
             await asyncio.sleep(hold)
@@ -279,7 +279,7 @@ class _Drill:
         else:
             await asyncio.sleep(6 * interval)
         if fault_id is not None:
-            self.state.clear(fault_id)
+            await self.sim.clear(fault_id)
         end = self.now()
         await self._until(lambda: self._resolved(self._fired_at(ev.places, start)), limit)
         await asyncio.sleep(2 * interval)

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,18 @@ class SimOptions:
             check_supported(self.nos)
 
 
+@dataclass(frozen=True, slots=True)
+class SimEndpoints:
+    """Where a running simulator listens, and what its switches speak: all a config needs."""
+
+    fabric: Fabric
+    gnmi: str | None
+    snmp: str | None
+    control: str | None
+    nos: Mapping[str, Nos]
+    ca_file: Path | None
+
+
 @dataclass(slots=True)
 class RunningSim:
     """What is up, and where (ports are the bound ones: 0 in the options means any free port)."""
@@ -118,6 +130,15 @@ class RunningSim:
             "snmp": where(opts.snmp, self.snmp.port if self.snmp else None),
             "control": where(opts.control, self.control_port),
         }
+
+    def endpoints(self, opts: SimOptions) -> SimEndpoints:
+        """Where it listens (``opts``: the host part of each address it was asked for)."""
+        if self.fabric is None:
+            raise ValueError("a replayed simulator has no fabric to configure")
+        addr = self.addresses(opts)
+        return SimEndpoints(self.fabric, addr["gnmi"], addr["snmp"], addr["control"],
+                            self.devices.assignment() if self.devices is not None else {},
+                            self.tls.ca_file if self.tls is not None else None)  # fmt: skip
 
 
 async def start_sim(opts: SimOptions) -> RunningSim:
@@ -181,14 +202,17 @@ async def start_sim(opts: SimOptions) -> RunningSim:
     return sim
 
 
+def build_fabric(opts: SimOptions) -> Fabric:
+    """The fabric the options simulate: the inventory's, or a generated AIPod (a pure function)."""
+    if opts.inventory is not None:
+        return load_inventory(opts.inventory)
+    return build_aipod(opts.params or FabricParams(gpus=512), opts.naming)
+
+
 def _build(opts: SimOptions) -> RunningSim:
     if opts.replay is not None:
         return RunningSim(view=ReplayView(opts.replay, speedup=opts.speedup), state=None, fabric=None)
-    fabric = (
-        load_inventory(opts.inventory)
-        if opts.inventory is not None
-        else build_aipod(opts.params or FabricParams(gpus=512), opts.naming)
-    )
+    fabric = build_fabric(opts)
     scenario = load_scenario(opts.scenario, fabric=fabric) if opts.scenario else None
     state = FabricState(fabric, seed=opts.seed)
     return RunningSim(view=state, state=state, fabric=fabric, scenario=scenario)

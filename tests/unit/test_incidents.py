@@ -336,6 +336,26 @@ def test_a_switch_silent_while_its_collector_reports_is_the_switch() -> None:
     assert unknown.action == "observe" and unknown.needs_review
 
 
+def test_many_switches_silent_at_once_while_they_forward_are_our_collection() -> None:
+    # An SNMP collector too busy to finish its polls calls every spine unreachable at once; their
+    # peers still see every link up. Five at once is our side of the wire, four are four switches.
+    obs = Observation(frozenset(), (), known=True)
+    spines = sorted(s for s in FABRIC.switches if not s.startswith("lf-"))
+    forwarding = [replace(stale(s, peer_links_up=64, peer_links_down=0),
+                          details={**stale(s).details, "peer_links_up": 64, "peer_links_down": 0,
+                                   "state": "unreachable"}) for s in spines]  # fmt: skip
+    mass = one(forwarding[:5], obs=obs)
+    assert (mass.kind, mass.action, mass.action_hosts) == ("collection", "observe", ())
+    assert "5 switches silent at once while their peers see their links up" in mass.root.summary
+    assert not mass.root.details.get("lag_only")
+    assert {i.kind for i in decided(forwarding[:4], obs=obs)} == {"switch"}
+    # a switch its peers see gone is its own incident, mass silence or not
+    gone = stale("sp-r1-1", peer_links_up=0, peer_links_down=64)
+    incidents = decided([gone, *forwarding[1:6]], obs=obs)
+    assert sorted(i.kind for i in incidents) == ["collection", "switch"]
+    assert next(i for i in incidents if i.kind == "switch").key == "switch:sp-r1-1"
+
+
 def test_a_lost_leaf_trips_the_circuit_breaker() -> None:
     obs = Observation(frozenset(), (), known=True)
     inc = one([stale("lf-g1-r2", peer_links_up=0, peer_links_down=64)], obs=obs)
