@@ -1,7 +1,7 @@
 """What a training scheduler should do about an incident, and which jobs it touches.
 
 A drain we recommend is a drain someone executes, so the action is decided once per incident
-(:mod:`analyzer.incidents`), from where the root cause is in the fabric, never per finding:
+(:mod:`analyzer.correlation`), from where the root cause is in the fabric, never per finding:
 
 =================================================  ==========================================
 root cause                                         recommended action (``action_hosts``)
@@ -58,7 +58,7 @@ from typing import Literal, TypedDict
 
 from analyzer.config import AlertsConfig
 from analyzer.findings import SEVERITY_ORDER, Severity
-from analyzer.incidents import Incident, with_decision
+from analyzer.incident_model import Incident, with_decision
 from analyzer.links import link_end
 from analyzer.slo import efficiency_loss
 from fabric.model import Endpoint, Fabric, Role

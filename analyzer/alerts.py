@@ -1,6 +1,6 @@
 """The incident lifecycle: incidents in, firing/resolved alerts and their webhook deliveries out.
 
-An alert is an **incident** (:mod:`analyzer.incidents`): the findings that share one root cause,
+An alert is an **incident** (:mod:`analyzer.correlation`): the findings that share one root cause,
 with one severity, one recommended action and the hosts it applies to (:mod:`analyzer.actions`).
 Each evaluation calls :func:`sync_alerts` with its decided incidents. In one transaction,
 holding the firing alerts' row locks (so two analyzers take turns):
@@ -51,7 +51,8 @@ from analyzer.actions import ACTION_ORDER, Action, Held, affected_jobs, merge_de
 from analyzer.budget import FleetLimits, FleetUse, awaiting_resume
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.findings import SEVERITY_ORDER
-from analyzer.incidents import Incident, memory_details, with_decision
+from analyzer.incident_memory import memory_details
+from analyzer.incident_model import Incident, with_decision
 from analyzer.outbox import enqueue
 from analyzer.payloads import AlertRow, Event, alertmanager_labels, json_object, jsonable
 from fabric.errors import FabricmonError
@@ -278,8 +279,8 @@ async def bound_idle(conn: Connection, idle_timeout_s: float | None) -> None:
 
 
 async def firing_details(conn: Connection) -> list[dict[str, Any]]:
-    """The ``details`` of every firing alert: what :func:`analyzer.incidents.correlate` continues
-    incidents by (:func:`~analyzer.incidents.ongoing_storms`, :func:`~analyzer.incidents.held_links`)."""
+    """The ``details`` of every firing alert: what :func:`analyzer.correlation.correlate` continues
+    incidents by (:func:`~analyzer.incident_memory.ongoing_storms`, :func:`~analyzer.incident_memory.held_links`)."""
     rows = await conn.fetch("SELECT details FROM alerts WHERE state = 'firing'")
     return [json_object(r["details"]) for r in rows]
 

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from analyzer.incidents import Incident, with_decision
+from analyzer.incident_model import Incident, with_decision
 from analyzer.maintenance import Window
 from fabric.model import Endpoint, Fabric
 

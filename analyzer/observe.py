@@ -1,5 +1,5 @@
 """What fabricmon can observe this round: the collectors' heartbeats turned into an
-:class:`~analyzer.incidents.Observation` for the correlation.
+:class:`~analyzer.incident_model.Observation` for the correlation.
 
 A switch is unobserved while its collector is silent, behind, or replaying its spool, and for
 one staleness window after that collector is healthy again: samples of every switch must have
@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from analyzer.collection import CollectionState, read_collection
 from analyzer.context import CheckContext
-from analyzer.incidents import Observation
+from analyzer.incident_model import Observation
 from store.db import Connection
 
 

@@ -2,7 +2,7 @@
 
 Each round: run every check over the latest window (one connection) and the SLOs, read what
 fabricmon itself can observe (collector heartbeats), correlate the findings into incidents and
-decide each one's action (analyzer.incidents, analyzer.actions; observe inside a maintenance
+decide each one's action (analyzer.correlation, analyzer.actions; observe inside a maintenance
 window: analyzer.coverage), turn them into alert
 transitions (each with its webhook deliveries, in one transaction), then store the verdict of the
 open incidents with the jobs' health and the oversubscription series, and wake the webhook
@@ -24,10 +24,12 @@ from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alertmanager import AlertmanagerPusher
 from analyzer.alerts import SyncResult, firing_details, sync_alerts
 from analyzer.budget import FleetLimits
+from analyzer.correlation import correlate
 from analyzer.coverage import coverage, mark
 from analyzer.engine import Evaluation, context_for, evaluate, lookback_s
 from analyzer.executors import ActionExecutors, NoExecutors
-from analyzer.incidents import Incident, Observation, correlate, held_links, hold_unconfirmed, ongoing_storms
+from analyzer.incident_memory import held_links, hold_unconfirmed, ongoing_storms
+from analyzer.incident_model import Incident, Observation
 from analyzer.jobs import Job, job_health, load_jobs
 from analyzer.leader import LeaderElection
 from analyzer.maintenance import windows_between

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from analyzer.actions import decide_all
+from analyzer.correlation import correlate
 from analyzer.engine import context_for, evaluate
-from analyzer.incidents import correlate
 from analyzer.service import assess
 from collector.pipeline import Pipeline
 from config.model import Config

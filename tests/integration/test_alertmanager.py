@@ -32,8 +32,8 @@ from analyzer.actions import decide_all
 from analyzer.alertmanager import AlertmanagerPusher
 from analyzer.alerts import SyncResult, sync_alerts
 from analyzer.config import AlertmanagerConfig
+from analyzer.correlation import correlate
 from analyzer.findings import Finding
-from analyzer.incidents import correlate
 from analyzer.links import links_scope
 from analyzer.service import AnalyzerService
 from config.model import Config

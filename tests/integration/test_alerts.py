@@ -22,8 +22,10 @@ from analyzer.alerts import (
     sync_alerts,
 )
 from analyzer.config import AlertsConfig, WebhookConfig
+from analyzer.correlation import correlate
 from analyzer.findings import Finding, blast_radius
-from analyzer.incidents import Incident, correlate, held_links, ongoing_storms
+from analyzer.incident_memory import held_links, ongoing_storms
+from analyzer.incident_model import Incident
 from analyzer.links import link_end, links_scope
 from analyzer.outbox import webhook_key
 from fabric.model import FabricParams

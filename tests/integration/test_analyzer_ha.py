@@ -29,8 +29,8 @@ import pytest
 from aiohttp import web
 
 from analyzer.alerts import sync_alerts
+from analyzer.correlation import correlate
 from analyzer.findings import Finding, Scope
-from analyzer.incidents import correlate
 from analyzer.leader import LOCK_KEY, ElectionTiming, LeaderElection
 from analyzer.payloads import verify_signature
 from analyzer.service import AnalyzerService

@@ -15,8 +15,9 @@ from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alerts import SyncResult, list_alerts, sync_alerts
 from analyzer.budget import FleetLimits
 from analyzer.config import AlertsConfig, WebhookConfig
+from analyzer.correlation import correlate
 from analyzer.findings import Finding
-from analyzer.incidents import Incident, correlate
+from analyzer.incident_model import Incident
 from analyzer.links import links_scope
 from fabric.model import FabricParams
 from fabric.topology import build_aipod

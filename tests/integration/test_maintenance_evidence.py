@@ -10,9 +10,9 @@ import asyncpg
 
 from analyzer.actions import ActionPolicy, decide_all
 from analyzer.config import AnalyzerConfig
+from analyzer.correlation import correlate
 from analyzer.coverage import coverage
 from analyzer.engine import context_for, lookback_s
-from analyzer.incidents import correlate
 from analyzer.maintenance import Window, add_window, windows_between
 from analyzer.stability import check_errors, check_flaps, check_outages
 from fabric.model import FabricParams

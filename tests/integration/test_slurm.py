@@ -24,8 +24,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from analyzer.actions import ActionPolicy, affected_jobs, decide_all
 from analyzer.alerts import SyncResult, require_review, sync_alerts
 from analyzer.config import WebhookConfig
+from analyzer.correlation import correlate
 from analyzer.findings import Finding, blast_radius
-from analyzer.incidents import correlate
 from analyzer.links import links_scope
 from analyzer.withheld import review_withheld
 from api.app import create_app

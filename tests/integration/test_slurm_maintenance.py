@@ -17,9 +17,9 @@ import asyncpg
 import pytest
 
 from analyzer.actions import ActionPolicy, decide_all
+from analyzer.correlation import correlate
 from analyzer.coverage import coverage, mark
 from analyzer.findings import Finding
-from analyzer.incidents import correlate
 from analyzer.links import links_scope
 from analyzer.maintenance import list_windows, windows_between
 from fabric.model import FabricParams

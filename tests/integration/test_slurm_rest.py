@@ -26,8 +26,8 @@ from aiohttp import web
 
 from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alerts import sync_alerts
+from analyzer.correlation import correlate
 from analyzer.findings import Finding
-from analyzer.incidents import correlate
 from analyzer.links import links_scope
 from fabric.model import FabricParams
 from fabric.topology import build_aipod

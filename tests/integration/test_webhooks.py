@@ -26,8 +26,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from analyzer.actions import decide_all
 from analyzer.alerts import sync_alerts
 from analyzer.config import WebhookConfig
+from analyzer.correlation import correlate
 from analyzer.findings import Finding
-from analyzer.incidents import Incident, correlate
+from analyzer.incident_model import Incident
 from analyzer.links import links_scope
 from analyzer.outbox import deliveries_of, webhook_key
 from analyzer.payloads import ZERO_TIME, verify_signature

@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from analyzer.actions import ActionPolicy, decide_all
+from analyzer.correlation import correlate
 from analyzer.coverage import coverage, mark
 from analyzer.findings import Finding, blast_radius
-from analyzer.incidents import Incident, correlate
+from analyzer.incident_model import Incident
 from analyzer.links import links_scope
 from analyzer.maintenance import Window, WindowIn, parse_rfc3339
 from fabric.model import Endpoint, FabricParams

@@ -15,16 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analyzer.actions import ActionPolicy, Held, decide, decide_all, merge_decision
+from analyzer.correlation import correlate
 from analyzer.findings import Finding, blast_radius
-from analyzer.incidents import (
-    Incident,
-    Observation,
-    correlate,
-    held_links,
-    hold_unconfirmed,
-    memory_details,
-    ongoing_storms,
-)
+from analyzer.incident_memory import held_links, hold_unconfirmed, memory_details, ongoing_storms
+from analyzer.incident_model import Incident, Observation
 from analyzer.links import link_end, links_scope
 from fabric.model import Endpoint, Fabric, FabricParams
 from fabric.topology import build_aipod

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from analyzer.actions import ActionPolicy, decide
+from analyzer.correlation import correlate
 from analyzer.findings import Finding, blast_radius
-from analyzer.incidents import Incident, correlate
+from analyzer.incident_model import Incident
 from analyzer.links import links_scope
 from fabric.model import Endpoint, FabricParams
 from fabric.topology import build_aipod

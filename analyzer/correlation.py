@@ -40,224 +40,25 @@ A symptom that several incidents could explain goes to one: the incident at its 
 first, then a switch incident, a link, a miswire, a capacity incident; ties by key. Roots
 never merge through a shared symptom, so two faults on one rail stay two incidents. Silence
 of switches whose collector is still starting or catching up is not judged at all. Severity
-and action are decided per incident by :mod:`analyzer.actions`; :func:`hold_unconfirmed` keeps
+and action are decided per incident by :mod:`analyzer.actions`; :func:`analyzer.incident_memory.hold_unconfirmed` keeps
 incidents of symptoms only pending until their root had time to show.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import dataclass, field
 from typing import Any
 
-from analyzer.findings import SEVERITY_ORDER, Finding, Scope, Severity
+from analyzer.findings import SEVERITY_ORDER, Finding
+from analyzer.incident_model import KIND_ORDER, LINK_RULES, ROOT_ORDER, SWITCH_RULES, Incident, Observation, place_of
 from analyzer.links import link_end
+from analyzer.silence import collection as _collection_findings
 from fabric.model import TIER, Endpoint, Fabric
 
-#: Rules that are always symptoms of something else, never a root cause on their own when a
-#: root explains them.
-DERIVED = frozenset(
-    {"oversubscription_drift", "rail_capacity_asymmetry", "rail_load_straggler", "ecmp_imbalance", "ports_unreported"}
-)
-SWITCH_RULES = frozenset({"stale_switch", "switch_flapping"})
-#: The findings of silence: what a collection failure produces.
-SILENCE = frozenset({"stale_switch", "ports_unreported"})
-LINK_RULES = frozenset({"link_outage", "link_flapping", "error_rate", "pfc_storm", "link_degrading"})
-#: Which rule names an incident's root when several findings share its place (first wins).
-ROOT_ORDER: tuple[str, ...] = (
-    "collection",
-    "link_outage",
-    "switch_flapping",
-    "stale_switch",
-    "link_flapping",
-    "pfc_storm",
-    "miswire",
-    "link_degrading",
-    "error_rate",
-    "oversubscription_drift",
-    "rail_capacity_asymmetry",
-    "rail_load_straggler",
-    "ecmp_imbalance",
-    "ports_unreported",
-)
-#: Kind of place -> preference when a symptom could join several incidents (lower first).
-KIND_ORDER: dict[str, int] = {"collection": 0, "switch": 1, "link": 2, "miswire": 3, "capacity": 4, "other": 5}
 #: This many links of one switch down or flapping at once are the switch's fault (the default of
 #: ``thresholds.switch_flap_min_ports``, the flap correlation's own bar).
 SWITCH_LINKS = 4
-#: Switches silent that their collector calls connected (samples late in our own pipeline) make a
-#: collection incident from this share of the fabric; fewer are not judged at all.
-LAGGING_SHARE = 0.1
-#: Without collector heartbeats, this share of the fabric's switches silent at once is our collection.
-SILENT_SHARE = 0.5
-#: This many switches silent at once while their peers see every link of theirs up (they forward:
-#: not gone) have a common cause on our side of the wire, a collector or its host too busy, or the
-#: management network: one collection incident, whatever the collector calls their state. Fewer
-#: are each the switch's own (a management-plane fault). The share of the fabric, at least the count.
-MASS_SILENCE_SHARE = 0.1
-MASS_SILENCE_MIN = 5
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """What the analyzer knows of its own collection this round (see :mod:`analyzer.collection`)."""
-
-    #: Switches fabricmon cannot observe now: their collector is silent, behind or replaying, or
-    #: caught up too recently to judge them.
-    unobserved: frozenset[str] = frozenset()
-    #: Human text per problem ("collector host:123 silent for 42 s").
-    problems: tuple[str, ...] = ()
-    #: Whether collector heartbeats exist at all (False: judge by the data only).
-    known: bool = False
-    #: Switches whose collector is still starting: their silence is not judged at all yet.
-    starting: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class Incident:
-    """Findings that share one root cause."""
-
-    key: str
-    kind: str
-    root: Finding
-    symptoms: tuple[Finding, ...] = ()
-    #: Set by :func:`analyzer.actions.decide`.
-    severity: Severity = "warning"
-    action: str = "observe"
-    #: Hosts the action applies to (the ones to drain; the ones whose jobs to checkpoint).
-    action_hosts: tuple[str, ...] = ()
-    needs_review: bool = False
-    #: Not yet confirmed: shown in the verdict, not sent (a server link down for less than the
-    #: fatal outage, which may be a blip or the start of a flap).
-    pending: bool = False
-    reason: str = ""
-    #: Where the root cause is: switch, port, server, rail (None where it has none).
-    location: dict[str, Any] = field(default_factory=dict)
-    #: The links it holds, by naming end (``SWITCH:PORT``): what a firing switch incident is
-    #: remembered by (:func:`held_links`).
-    links: tuple[str, ...] = ()
-    #: Its root cause is on a place inside a maintenance window in force (:mod:`analyzer.coverage`):
-    #: action observe, whatever the action table says.
-    maintenance: bool = False
-    #: The ids of those windows.
-    windows: tuple[int, ...] = ()
-
-    @property
-    def fingerprint(self) -> str:
-        """Stable identity of the place: the same place is the same incident."""
-        return hashlib.sha256(f"incident|{self.key}".encode()).hexdigest()[:16]
-
-    @property
-    def rule(self) -> str:
-        return self.root.rule
-
-    @property
-    def findings(self) -> tuple[Finding, ...]:
-        return (self.root, *self.symptoms)
-
-    @property
-    def scope(self) -> Scope:
-        """The union blast radius of the root and every symptom."""
-        return union_scope(f.scope for f in self.findings)
-
-    @property
-    def efficiency_loss(self) -> float:
-        """The largest training-speed loss any of its findings estimates (0 when none does)."""
-        return max_loss(f.details for f in self.findings)
-
-    @property
-    def summary(self) -> str:
-        more = len(self.symptoms)
-        return self.root.summary + (f" (+{more} symptom{'s' if more != 1 else ''})" if more else "")
-
-    @property
-    def root_cause(self) -> dict[str, Any]:
-        """The root cause: rule, key and location (switch, port, server, rail; None where it has none)."""
-        return {"rule": self.rule, "key": self.root.key, **self.location}
-
-    def symptom_list(self) -> list[dict[str, Any]]:
-        """The symptoms as the API and webhooks show them: ``[{rule, key, severity, summary, scope}]``."""
-        return [
-            {"rule": f.rule, "key": f.key, "severity": f.severity, "summary": f.summary, "scope": f.scope.as_dict()}
-            for f in self.symptoms
-        ]
-
-
-def max_loss(details: Iterable[Mapping[str, Any]]) -> float:
-    """The largest finite ``efficiency_loss`` among ``details`` (0 when none has one)."""
-    out = 0.0
-    for d in details:
-        v = d.get("efficiency_loss")
-        if isinstance(v, int | float) and not isinstance(v, bool) and v == v:
-            out = max(out, float(v))
-    return out
-
-
-def union_scope(scopes: Iterable[Scope]) -> Scope:
-    """The union of blast radii. GPUs are counted by (server, rail) where possible: the largest
-    single count is a floor, since scopes do not list their (server, rail) pairs."""
-    sw: set[str] = set()
-    ports: set[str] = set()
-    rails: set[int] = set()
-    groups: set[int] = set()
-    servers: set[str] = set()
-    gpus = 0
-    for s in scopes:
-        sw.update(s.switches)
-        ports.update(s.ports)
-        rails.update(s.rails)
-        groups.update(s.groups)
-        servers.update(s.servers)
-        gpus = max(gpus, s.gpus)
-    return Scope(
-        switches=tuple(sorted(sw)),
-        ports=tuple(sorted(ports)),
-        rails=tuple(sorted(rails)),
-        groups=tuple(sorted(groups)),
-        servers=tuple(sorted(servers)),
-        gpus=max(gpus, len(servers)),  # every server in scope has at least one GPU touched
-    )
-
-
-def place_of(f: Finding, fabric: Fabric | None = None) -> dict[str, Any]:
-    """Where a finding is: switch, port, server and rail (None where it has none)."""
-    d = f.details
-    switch: str | None = None
-    port: str | None = None
-    server: str | None = d.get("server") if isinstance(d.get("server"), str) else None
-    rail: int | None = None
-    if f.rule == "miswire":
-        switch = d.get("actual_leaf") or d.get("leaf")
-        port = d.get("actual_port") or d.get("port")
-    elif f.rule in ("rail_capacity_asymmetry", "rail_load_straggler"):
-        rail = d.get("rail") if isinstance(d.get("rail"), int) else _rail_of_key(f.key)
-        switch = d.get("bottleneck") if isinstance(d.get("bottleneck"), str) else None
-    elif f.rule == "pfc_storm":
-        # the storm's origin port is the key's "switch:port" (details.origin.port says the same)
-        # (a port name may hold ':' itself, as Junos breakouts do: the priority is the last field)
-        switch, _, rest = f.key.partition(":")
-        port = rest.rpartition(":")[0] or None
-    elif ":" in f.key:
-        switch, port = f.key.split(":", 1)
-    else:
-        switch = f.key
-    if fabric is not None and switch in fabric.switches and rail is None:
-        rail = fabric.switches[switch].rail
-    if fabric is not None and server is None and switch in fabric.switches and port is not None:
-        peer = fabric.peer(Endpoint(switch, port))
-        if peer is not None and peer.node in fabric.servers:
-            server = peer.node
-    return {"switch": switch, "port": port, "server": server, "rail": rail}
-
-
-def _rail_of_key(key: str) -> int | None:
-    head, _, tail = key.partition("-")
-    return int(tail) if head == "rail" and tail.isdigit() else None
-
-
-# --- correlation -------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -296,9 +97,9 @@ def correlate(
     held = held or {}
     rest = _dedupe(findings)
     groups: list[_Group] = []
-    collection, rest = _collection(rest, fabric, observation)
-    if collection is not None:
-        groups.append(collection)
+    ours, rest = _collection_findings(rest, fabric, observation)
+    if ours is not None:
+        groups.append(_Group("collection", "collection", ours, {f.key for f in ours[1:]}, set(), set()))
     switch_groups = _switch_groups([f for f in rest if _is_switch_root(f)], fabric)
     rest = [f for f in rest if not _is_switch_root(f)]
     link_groups: dict[str, _Group] = {}
@@ -346,97 +147,6 @@ def _dedupe(findings: Sequence[Finding]) -> list[Finding]:
     return sorted(best.values(), key=_order)
 
 
-def _collection(findings: list[Finding], fabric: Fabric, obs: Observation) -> tuple[_Group | None, list[Finding]]:
-    """The ``collection`` incident: silence of switches fabricmon cannot observe is ours."""
-    findings = [f for f in findings if not _blind(f, obs.starting)]  # not judged yet
-    silent = [f for f in findings if f.rule in SILENCE]
-    lagging = [f for f in silent if _ours(f) and f.key not in obs.unobserved]
-    if fabric.switches and len(lagging) < LAGGING_SHARE * len(fabric.switches):
-        # a few samples late in our own pipeline: not the switches' fault, too little to page about
-        late = {id(f) for f in lagging}
-        findings = [f for f in findings if id(f) not in late]
-        silent = [f for f in silent if id(f) not in late]
-        lagging = []
-    ours = [f for f in silent if f.key in obs.unobserved or _ours(f)]
-    # a link or capacity finding read from switches we cannot observe is stale data, not a fault
-    ours += [f for f in findings if f.rule not in SILENCE and _blind(f, obs.unobserved)]
-    lag_only = not obs.problems and bool(lagging) and all(_ours(f) for f in ours)
-    taken = {id(f) for f in ours}
-    forwarding = [f for f in silent if id(f) not in taken and _forwarding(f)]
-    if fabric.switches and len(forwarding) >= max(MASS_SILENCE_MIN, MASS_SILENCE_SHARE * len(fabric.switches)):
-        ours += forwarding
-        lag_only = False
-        problem = f"{len(forwarding)} switches silent at once while their peers see their links up"
-        obs = replace(obs, problems=(*obs.problems, problem))
-    if not obs.known:
-        stale = [f for f in silent if f.rule == "stale_switch"]
-        if fabric.switches and len(stale) >= max(2, SILENT_SHARE * len(fabric.switches)):
-            ours = silent
-    if not ours and not obs.problems:
-        return None, findings
-    if lagging:
-        obs = replace(
-            obs,
-            problems=(
-                *obs.problems,
-                f"{len(lagging)} switch(es) connected to their collector but with no sample stored lately",
-            ),
-        )
-    taken = {id(f) for f in ours}
-    root = _collection_finding(fabric, obs, ours)
-    if lag_only:
-        root = replace(root, details={**root.details, "lag_only": True})
-    own = {f.key for f in ours}
-    group = _Group("collection", "collection", [root, *ours], own, set(), set())
-    return group, [f for f in findings if id(f) not in taken]
-
-
-def _ours(f: Finding) -> bool:
-    """A silent switch its collector still calls connected: the samples are late in our own
-    pipeline (a busy poller, a wedged writer), not missing at the switch, which would have made the
-    collector call it stale, unreachable or in error. Unless its peers see its links down: then
-    the switch is gone, whatever the collector's session says."""
-    d = f.details
-    gone = isinstance(d.get("peer_links_down"), int) and d["peer_links_down"] > 0 and not d.get("peer_links_up")
-    return f.rule == "stale_switch" and d.get("state") == "connected" and not gone
-
-
-def _forwarding(f: Finding) -> bool:
-    """A silent switch whose peers see its links up, and none down: it forwards, we do not hear it."""
-    d = f.details
-    up, down = d.get("peer_links_up"), d.get("peer_links_down")
-    return f.rule == "stale_switch" and isinstance(up, int) and up > 0 and down == 0
-
-
-def _blind(f: Finding, switches: frozenset[str]) -> bool:
-    """Whether everything ``f`` was read from is among ``switches`` (silence: the switch itself)."""
-    if f.rule in SILENCE:
-        return f.key in switches
-    return bool(f.scope.switches) and set(f.scope.switches) <= switches
-
-
-def _collection_finding(fabric: Fabric, obs: Observation, silent: list[Finding]) -> Finding:
-    switches = sorted({f.key for f in silent} | set(obs.unobserved))
-    share = len(switches) / len(fabric.switches) if fabric.switches else 0.0
-    what = "; ".join(obs.problems) if obs.problems else f"{len(switches)} switches silent at once"
-    return Finding(
-        rule="collection",
-        key="collection",
-        severity="critical" if share >= 0.1 else "warning",
-        summary=(
-            f"fabricmon's own telemetry collection is impaired ({what}): {len(switches)} of "
-            f"{len(fabric.switches)} switches unobserved. Not a fabric fault: nothing to drain or checkpoint"
-        ),
-        scope=Scope(switches=tuple(switches)),
-        details={
-            "unobserved_switches": len(switches),
-            "unobserved_share": round(share, 4),
-            "problems": list(obs.problems),
-            "heartbeats_known": obs.known,
-        },
-    )
-
-
 def _is_switch_root(f: Finding) -> bool:
     return f.rule in SWITCH_RULES or (f.rule == "link_outage" and ":" not in f.key)
 
@@ -469,53 +179,6 @@ def _link_ports(f: Finding, fabric: Fabric) -> tuple[str, str] | None:
     if not isinstance(switch, str) or not isinstance(port, str):
         return None
     return link_end(fabric, switch, port)
-
-
-def storm_ports(findings: Iterable[Finding]) -> list[str]:
-    """Every port the pause trees among ``findings`` hold (what a firing incident is remembered by)."""
-    out: set[str] = set()
-    for f in findings:
-        ports = f.details.get("affected_ports") if f.rule == "pfc_storm" else None
-        if isinstance(ports, list):
-            out.update(str(p) for p in ports)
-    return sorted(out)
-
-
-def ongoing_storms(firing: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
-    """Incident key -> the ports its pause trees hold, from the ``details`` of firing alerts
-    (``incident_key``, ``storm_ports``); alerts stored without them are left out."""
-    out: dict[str, frozenset[str]] = {}
-    for details in firing:
-        key, ports = details.get("incident_key"), details.get("storm_ports")
-        if isinstance(key, str) and isinstance(ports, list) and ports:
-            out[key] = frozenset(str(p) for p in ports)
-    return out
-
-
-def memory_details(inc: Incident, stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """What a firing ``inc`` is remembered by in its alert's ``details`` (read back by
-    :func:`ongoing_storms` and :func:`held_links`): its key, its storms' ports (this round's trees),
-    a switch's links (with those ``stored`` before: every link it held while it fired)."""
-    out: dict[str, Any] = {"incident_key": inc.key}
-    if ports := storm_ports(inc.findings):
-        out["storm_ports"] = ports
-    if inc.kind == "switch":
-        before = (stored or {}).get("switch_links") if (stored or {}).get("incident_key") == inc.key else None
-        links = set(inc.links) | ({str(x) for x in before} if isinstance(before, list) else set())
-        if links:
-            out["switch_links"] = sorted(links)
-    return out
-
-
-def held_links(firing: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
-    """Switch incident key -> the links it holds (naming ends), from the ``details`` of firing
-    alerts (``incident_key``, ``switch_links``); alerts stored without them are left out."""
-    out: dict[str, frozenset[str]] = {}
-    for details in firing:
-        key, links = details.get("incident_key"), details.get("switch_links")
-        if isinstance(key, str) and key.startswith("switch:") and isinstance(links, list) and links:
-            out[key] = frozenset(str(x) for x in links)
-    return out
 
 
 def _storm_key(f: Finding, key: str, storms: Mapping[str, frozenset[str]]) -> str:
@@ -754,34 +417,3 @@ def _incident(g: _Group, fabric: Fabric) -> Incident:
 
 def _root_rank(rule: str) -> int:
     return ROOT_ORDER.index(rule) if rule in ROOT_ORDER else len(ROOT_ORDER)
-
-
-def hold_unconfirmed(
-    incidents: Sequence[Incident], first_seen: dict[str, datetime], now: datetime, confirm_s: float
-) -> list[Incident]:
-    """Incidents that ask nothing of a scheduler yet wait ``confirm_s`` before they are sent:
-    symptoms only (a rail asymmetry, an ECMP imbalance no root explains), and uplink or capacity
-    incidents whose action is ``observe``. Their root cause is often found a round or two later (a
-    PFC storm counts as one only once it has lasted; a rebooting spine shows as a few of its links
-    first), and it must take them in rather than leave a second incident behind. An incident whose
-    action is drain or checkpoint is never held. ``first_seen`` (fingerprint -> time) is the
-    caller's memory across rounds; entries of incidents no longer present are dropped."""
-    present = {i.fingerprint for i in incidents}
-    for fp in [fp for fp in first_seen if fp not in present]:
-        del first_seen[fp]
-    out: list[Incident] = []
-    for inc in incidents:
-        quiet = inc.action == "observe" and not inc.needs_review
-        lag = inc.kind == "collection" and inc.root.details.get("lag_only") is True
-        if lag or (quiet and ((inc.kind == "other" and inc.root.rule in DERIVED) or inc.kind in ("link", "capacity"))):
-            seen = first_seen.setdefault(inc.fingerprint, now)
-            if (now - seen).total_seconds() < confirm_s:
-                inc = replace(inc, pending=True)
-        out.append(inc)
-    return out
-
-
-def with_decision(incident: Incident, **changes: Any) -> Incident:
-    """``incident`` with its decision fields set (severity, action, hosts, review, pending, reason,
-    maintenance)."""
-    return replace(incident, **changes)

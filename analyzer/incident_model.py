@@ -1,0 +1,208 @@
+"""Incidents, the unit alerts and actions work in: what one is, where its root cause is.
+
+An :class:`Incident` is a root-cause finding with the findings it explains as its symptoms; it is
+made by :func:`analyzer.correlation.correlate` and decided by :mod:`analyzer.actions`. This module
+holds the model only (no grouping, no memory across rounds), so every reader of incidents can
+import it without the correlation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from analyzer.findings import Finding, Scope, Severity
+from fabric.model import Endpoint, Fabric
+
+#: root explains them.
+DERIVED = frozenset(
+    {"oversubscription_drift", "rail_capacity_asymmetry", "rail_load_straggler", "ecmp_imbalance", "ports_unreported"}
+)
+SWITCH_RULES = frozenset({"stale_switch", "switch_flapping"})
+#: The findings of silence: what a collection failure produces.
+SILENCE = frozenset({"stale_switch", "ports_unreported"})
+LINK_RULES = frozenset({"link_outage", "link_flapping", "error_rate", "pfc_storm", "link_degrading"})
+#: Which rule names an incident's root when several findings share its place (first wins).
+ROOT_ORDER: tuple[str, ...] = (
+    "collection",
+    "link_outage",
+    "switch_flapping",
+    "stale_switch",
+    "link_flapping",
+    "pfc_storm",
+    "miswire",
+    "link_degrading",
+    "error_rate",
+    "oversubscription_drift",
+    "rail_capacity_asymmetry",
+    "rail_load_straggler",
+    "ecmp_imbalance",
+    "ports_unreported",
+)
+#: Kind of place -> preference when a symptom could join several incidents (lower first).
+KIND_ORDER: dict[str, int] = {"collection": 0, "switch": 1, "link": 2, "miswire": 3, "capacity": 4, "other": 5}
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What the analyzer knows of its own collection this round (see :mod:`analyzer.collection`)."""
+
+    #: Switches fabricmon cannot observe now: their collector is silent, behind or replaying, or
+    #: caught up too recently to judge them.
+    unobserved: frozenset[str] = frozenset()
+    #: Human text per problem ("collector host:123 silent for 42 s").
+    problems: tuple[str, ...] = ()
+    #: Whether collector heartbeats exist at all (False: judge by the data only).
+    known: bool = False
+    #: Switches whose collector is still starting: their silence is not judged at all yet.
+    starting: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """Findings that share one root cause."""
+
+    key: str
+    kind: str
+    root: Finding
+    symptoms: tuple[Finding, ...] = ()
+    #: Set by :func:`analyzer.actions.decide`.
+    severity: Severity = "warning"
+    action: str = "observe"
+    #: Hosts the action applies to (the ones to drain; the ones whose jobs to checkpoint).
+    action_hosts: tuple[str, ...] = ()
+    needs_review: bool = False
+    #: Not yet confirmed: shown in the verdict, not sent (a server link down for less than the
+    #: fatal outage, which may be a blip or the start of a flap).
+    pending: bool = False
+    reason: str = ""
+    #: Where the root cause is: switch, port, server, rail (None where it has none).
+    location: dict[str, Any] = field(default_factory=dict)
+    #: The links it holds, by naming end (``SWITCH:PORT``): what a firing switch incident is
+    #: remembered by (:func:`held_links`).
+    links: tuple[str, ...] = ()
+    #: Its root cause is on a place inside a maintenance window in force (:mod:`analyzer.coverage`):
+    #: action observe, whatever the action table says.
+    maintenance: bool = False
+    #: The ids of those windows.
+    windows: tuple[int, ...] = ()
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable identity of the place: the same place is the same incident."""
+        return hashlib.sha256(f"incident|{self.key}".encode()).hexdigest()[:16]
+
+    @property
+    def rule(self) -> str:
+        return self.root.rule
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return (self.root, *self.symptoms)
+
+    @property
+    def scope(self) -> Scope:
+        """The union blast radius of the root and every symptom."""
+        return union_scope(f.scope for f in self.findings)
+
+    @property
+    def efficiency_loss(self) -> float:
+        """The largest training-speed loss any of its findings estimates (0 when none does)."""
+        return max_loss(f.details for f in self.findings)
+
+    @property
+    def summary(self) -> str:
+        more = len(self.symptoms)
+        return self.root.summary + (f" (+{more} symptom{'s' if more != 1 else ''})" if more else "")
+
+    @property
+    def root_cause(self) -> dict[str, Any]:
+        """The root cause: rule, key and location (switch, port, server, rail; None where it has none)."""
+        return {"rule": self.rule, "key": self.root.key, **self.location}
+
+    def symptom_list(self) -> list[dict[str, Any]]:
+        """The symptoms as the API and webhooks show them: ``[{rule, key, severity, summary, scope}]``."""
+        return [
+            {"rule": f.rule, "key": f.key, "severity": f.severity, "summary": f.summary, "scope": f.scope.as_dict()}
+            for f in self.symptoms
+        ]
+
+
+def max_loss(details: Iterable[Mapping[str, Any]]) -> float:
+    """The largest finite ``efficiency_loss`` among ``details`` (0 when none has one)."""
+    out = 0.0
+    for d in details:
+        v = d.get("efficiency_loss")
+        if isinstance(v, int | float) and not isinstance(v, bool) and v == v:
+            out = max(out, float(v))
+    return out
+
+
+def union_scope(scopes: Iterable[Scope]) -> Scope:
+    """The union of blast radii. GPUs are counted by (server, rail) where possible: the largest
+    single count is a floor, since scopes do not list their (server, rail) pairs."""
+    sw: set[str] = set()
+    ports: set[str] = set()
+    rails: set[int] = set()
+    groups: set[int] = set()
+    servers: set[str] = set()
+    gpus = 0
+    for s in scopes:
+        sw.update(s.switches)
+        ports.update(s.ports)
+        rails.update(s.rails)
+        groups.update(s.groups)
+        servers.update(s.servers)
+        gpus = max(gpus, s.gpus)
+    return Scope(
+        switches=tuple(sorted(sw)),
+        ports=tuple(sorted(ports)),
+        rails=tuple(sorted(rails)),
+        groups=tuple(sorted(groups)),
+        servers=tuple(sorted(servers)),
+        gpus=max(gpus, len(servers)),  # every server in scope has at least one GPU touched
+    )
+
+
+def place_of(f: Finding, fabric: Fabric | None = None) -> dict[str, Any]:
+    """Where a finding is: switch, port, server and rail (None where it has none)."""
+    d = f.details
+    switch: str | None = None
+    port: str | None = None
+    server: str | None = d.get("server") if isinstance(d.get("server"), str) else None
+    rail: int | None = None
+    if f.rule == "miswire":
+        switch = d.get("actual_leaf") or d.get("leaf")
+        port = d.get("actual_port") or d.get("port")
+    elif f.rule in ("rail_capacity_asymmetry", "rail_load_straggler"):
+        rail = d.get("rail") if isinstance(d.get("rail"), int) else _rail_of_key(f.key)
+        switch = d.get("bottleneck") if isinstance(d.get("bottleneck"), str) else None
+    elif f.rule == "pfc_storm":
+        # the storm's origin port is the key's "switch:port" (details.origin.port says the same)
+        # (a port name may hold ':' itself, as Junos breakouts do: the priority is the last field)
+        switch, _, rest = f.key.partition(":")
+        port = rest.rpartition(":")[0] or None
+    elif ":" in f.key:
+        switch, port = f.key.split(":", 1)
+    else:
+        switch = f.key
+    if fabric is not None and switch in fabric.switches and rail is None:
+        rail = fabric.switches[switch].rail
+    if fabric is not None and server is None and switch in fabric.switches and port is not None:
+        peer = fabric.peer(Endpoint(switch, port))
+        if peer is not None and peer.node in fabric.servers:
+            server = peer.node
+    return {"switch": switch, "port": port, "server": server, "rail": rail}
+
+
+def _rail_of_key(key: str) -> int | None:
+    head, _, tail = key.partition("-")
+    return int(tail) if head == "rail" and tail.isdigit() else None
+
+
+def with_decision(incident: Incident, **changes: Any) -> Incident:
+    """``incident`` with its decision fields set (severity, action, hosts, review, pending, reason,
+    maintenance)."""
+    return replace(incident, **changes)
