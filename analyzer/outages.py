@@ -153,8 +153,8 @@ def _link_finding(ctx: CheckContext, end: PortKey, lo: LinkOutages, fig: dict[st
         )
     else:
         summary = (
-            f"{label} was down {human_s(fig['longest_completed_s'])} in the last {human_s(th.flap_window_s)}, "
-            f"at least the {human_s(th.fatal_outage_s)} that stalls a training job; up again"
+            f"{label} was down {human_s(fig['longest_completed_s'])}, back up within the last "
+            f"{human_s(th.flap_window_s)}: at least the {human_s(th.fatal_outage_s)} that stalls a training job"
         )
     return Finding(
         rule="link_outage",

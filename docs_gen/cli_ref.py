@@ -34,7 +34,7 @@ def _usage(parser: argparse.ArgumentParser) -> str:
 
 def _default(action: argparse.Action) -> str:
     value = action.default
-    if value is None or value is argparse.SUPPRESS or value is False or value == []:
+    if value is None or value is argparse.SUPPRESS or value is False or value in ([], ""):
         return ""
     if isinstance(action, argparse._StoreTrueAction | argparse._CountAction):
         return ""

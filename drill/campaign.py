@@ -89,14 +89,32 @@ class _Places:
 
 
 def plan_campaign(
-    fabric: Fabric, *, faults: int, benign: int, seed: int, snmp_switches: Sequence[str] = ()
+    fabric: Fabric,
+    *,
+    faults: int,
+    benign: int,
+    seed: int,
+    snmp_switches: Sequence[str] = (),
+    kinds: Sequence[str] = (),
 ) -> list[Planned]:
-    """``faults`` faults (the kinds in turn, shuffled) and ``benign`` benign events, interleaved."""
+    """``faults`` faults (the kinds in turn, shuffled) and ``benign`` benign events, interleaved.
+
+    ``kinds``: only these fault and benign kinds (empty: all), to replay one class of miss.
+    Raises ``ValueError`` for a kind no table here names, or faults (benign events) asked for
+    while ``kinds`` names none.
+    """
+    if unknown := sorted(set(kinds) - set(FAULT_KINDS) - set(BENIGN_KINDS)):
+        known = ", ".join((*FAULT_KINDS, *BENIGN_KINDS))
+        raise ValueError(f"unknown event kind(s) {', '.join(unknown)} (known: {known})")
     rng = random.Random(seed)
     places = _Places(fabric, snmp_switches)
-    kinds = [k for k in FAULT_KINDS if k != "snmp_slow" or places.snmp]
-    fault_kinds = [kinds[i % len(kinds)] for i in range(faults)]
-    benign_kinds = [BENIGN_KINDS[i % len(BENIGN_KINDS)] for i in range(benign)]
+    fault_pool = [k for k in FAULT_KINDS if (k != "snmp_slow" or places.snmp) and (not kinds or k in kinds)]
+    benign_pool = [k for k in BENIGN_KINDS if not kinds or k in kinds]
+    for n, pool, what in ((faults, fault_pool, "fault"), (benign, benign_pool, "benign")):
+        if n and not pool:
+            raise ValueError(f"{n} {what} event(s) asked for, but the kinds given name no {what} kind")
+    fault_kinds = [fault_pool[i % len(fault_pool)] for i in range(faults)]
+    benign_kinds = [benign_pool[i % len(benign_pool)] for i in range(benign)]
     rng.shuffle(fault_kinds)
     rng.shuffle(benign_kinds)
     out = [_fault(places, rng, kind, f"f{i + 1}") for i, kind in enumerate(fault_kinds)]

@@ -56,6 +56,8 @@ class DrillOptions:
     seed: int = 1
     interval_s: float = 2.0
     naming: str = "mixed"
+    #: Only these fault and benign kinds (empty: every kind), to replay one class.
+    kinds: tuple[str, ...] = ()
     #: How long one event may take to be reported, and then to resolve (0: 12 intervals, >= 24 s:
     #: the longest confirmation wait, a server link down 7 s, plus a sample and an evaluation, twice).
     event_timeout_s: float = 0.0
@@ -138,7 +140,7 @@ async def _drill_against(opts: DrillOptions, sim: RemoteSim, receiver: Receiver,
     config = demo_config(sim.endpoints, demo, webhook, secret, dsn)
     snmp = [t for targets in config.targets if targets.protocol == "snmp" for t in targets.switches or ()]
     campaign = plan_campaign(fabric, faults=opts.faults, benign=opts.benign, seed=opts.seed,
-                             snmp_switches=[s for s in snmp if s in fabric.switches])  # fmt: skip
+                             snmp_switches=[s for s in snmp if s in fabric.switches], kinds=opts.kinds)  # fmt: skip
     async with database(dsn, config, fabric) as pool:
         await _jobs(pool, fabric)
         collector = _Collector(config, fabric, pool)

@@ -24,6 +24,7 @@ from rich.console import Console
 from cli import context
 from cli.service import scratch_dsn
 from config.errors import ConfigError
+from drill.campaign import BENIGN_KINDS, FAULT_KINDS
 from drill.goals import DEFAULT_GOALS, load_goals
 from drill.report import finding_lines, goals_table, report_dict
 from drill.runner import DrillOptions, DrillResult, run_drill
@@ -45,6 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser], common: a
     p.add_argument("--seed", type=int, default=1, metavar="S", help="campaign seed (default 1): same seed, same drill")
     p.add_argument("--interval", type=float, default=2.0, metavar="S", help="sampling and evaluation interval (2 s)")
     p.add_argument("--naming", default="mixed", choices=NAMINGS, help="port names of a generated fabric (mixed)")
+    p.add_argument("--kinds", default="", metavar="K,K",
+                   help="only these fault and benign kinds, comma-separated (default: every kind)")  # fmt: skip
     p.add_argument("--report", type=Path, metavar="FILE", help="write the JSON report here")
     p.add_argument("--goals", type=Path, metavar="FILE", help="YAML figure: bound (default: the built-in goals)")
     p.set_defaults(handler=run)
@@ -58,6 +61,17 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(f"--inventory {args.inventory}: no such file")
     if args.interval <= 0:
         raise ConfigError("--interval must be positive")
+    kinds = _kinds(args)
+    if unknown := sorted(set(kinds) - set(FAULT_KINDS) - set(BENIGN_KINDS)):
+        raise ConfigError(f"--kinds: unknown kind(s) {', '.join(unknown)} "
+                          f"(faults: {', '.join(FAULT_KINDS)}; benign: {', '.join(BENIGN_KINDS)})")  # fmt: skip
+    for n, table, what in ((args.faults, FAULT_KINDS, "fault"), (args.benign, BENIGN_KINDS, "benign")):
+        if kinds and n and not set(kinds) & set(table):
+            raise ConfigError(f"--kinds names no {what} kind, but --{'faults' if what == 'fault' else 'benign'} is {n}")
+
+
+def _kinds(args: argparse.Namespace) -> tuple[str, ...]:
+    return tuple(k.strip() for k in str(args.kinds).split(",") if k.strip())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     goals = load_goals(args.goals) if args.goals is not None else DEFAULT_GOALS
     opts = DrillOptions(gpus=args.gpus, inventory=args.inventory, faults=args.faults, benign=args.benign,
                         concurrency=args.concurrency, seed=args.seed, interval_s=args.interval,
-                        naming=args.naming, goals=tuple(goals.items()))  # fmt: skip
+                        naming=args.naming, kinds=_kinds(args), goals=tuple(goals.items()))  # fmt: skip
     console = Console(stderr=True, highlight=False)
 
     def say(line: str) -> None:

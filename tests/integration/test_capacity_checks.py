@@ -187,3 +187,10 @@ async def test_miswire_is_named(lab: Lab) -> None:
     assert f.scope.servers == ("srv-g1-001",)
     # The swapped cable (that server's GPU 2 now on leaf 1) is named too.
     assert keys["srv-g1-001:gpu2"].details["actual_leaf"] == "lf-g1-r1"
+
+
+async def test_a_spine_uplink_at_half_speed_is_the_spine_s_drift(lab: Lab) -> None:
+    uplink = next(p for p in FABRIC.ports("sp-r2-1") if p.peer is not None and p.direction == "up")
+    lab.apply({"kind": "speed_degrade", "switch": "sp-r2-1", "port": uplink.name, "speed_gbps": 200})
+    rules = by_rule(await lab.run())
+    assert [(f.key, f.details["uplinks_lost"]) for f in rules["oversubscription_drift"]] == [("sp-r2-1", [uplink.name])]

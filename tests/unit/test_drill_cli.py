@@ -20,6 +20,9 @@ from drill.score import Score
         (["--interval", "0"], "--interval must be positive"),
         (["--inventory", "/nonexistent/fabric.yaml"], "no such file"),
         (["--goals", "/nonexistent/goals.yaml"], "--goals /nonexistent/goals.yaml"),
+        (["--kinds", "speed_degrade,linkdown"], "--kinds: unknown kind(s) linkdown"),
+        (["--kinds", "speed_degrade"], "--kinds names no benign kind, but --benign is 10"),
+        (["--kinds", "flap_once", "--benign", "0"], "--kinds names no fault kind, but --faults is 20"),
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(args: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:

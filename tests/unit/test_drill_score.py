@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -171,6 +172,12 @@ def test_the_campaign_is_seeded_draws_every_kind_and_places_them_on_the_fabric()
         if "drain" in e.actions:
             assert e.hosts and e.hosts <= set(fabric.servers)
         assert footprints_meet(e, e)
+    only = plan_campaign(fabric, faults=6, benign=2, seed=7, snmp_switches=spines, kinds=("speed_degrade", "pfc_burst"))
+    assert sorted(e.kind for e in only) == ["pfc_burst"] * 2 + ["speed_degrade"] * 6
+    with pytest.raises(ValueError, match="unknown event kind"):
+        plan_campaign(fabric, faults=1, benign=0, seed=7, kinds=("reboots",))
+    with pytest.raises(ValueError, match="name no benign kind"):
+        plan_campaign(fabric, faults=1, benign=1, seed=7, kinds=("reboot",))
     restarts = [e for e in one if e.kind == "collector_restart"]
     assert all(footprints_meet(r, e) for r in restarts for e in one)
 
