@@ -4,7 +4,7 @@
 ``FABRICMON_PURE_PYTHON=1`` in the environment (benchmarks compare the two), :data:`fast_values`,
 :data:`deltas` and :data:`port_row` are None and the callers run their Python (fabric/native.py).
 The Python is the reference: the C does what it does or hands the input back
-(tests/unit/test_speedups.py).
+(tests/unit/collector/test_speedups.py).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from fabric.design import design_report
 from fabric.inventory import load_inventory
 from fabric.netbox_import import NetboxData
 from tests.support.netbox_server import TOKEN, V2_TOKEN, NetboxStandIn, netbox, recorded
-from tests.unit.test_netbox_import import EXPECTED, SCHEMA, links, validator
+from tests.unit.discovery.test_netbox_import import EXPECTED, SCHEMA, links, validator
 
 ROOT = Path(__file__).resolve().parents[2]
 

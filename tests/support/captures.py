@@ -26,7 +26,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 #: The captures, kept in the repository as published (tests/fixtures/devices/README.md names each
 #: source and licence) so that a fresh clone tests them; the project's shared copy, when it sits
-#: beside the repository, must be the same (tests/unit/test_golden_captures.py checks).
+#: beside the repository, must be the same (tests/unit/collector/test_golden_captures.py checks).
 DEVICES = Path(__file__).resolve().parents[1] / "fixtures" / "devices"
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 FIXTURES = DEVICES / "gnmi"

@@ -1,6 +1,6 @@
 """What the gNMI decoder's fuzz tests share: decoding with and without the C, and hostile inputs.
 
-Used by tests/unit/test_gnmi_fuzz.py (hypothesis and the corpus), tests/unit/test_sanitizers.py
+Used by tests/unit/collector/test_gnmi_fuzz.py (hypothesis and the corpus), tests/unit/collector/test_sanitizers.py
 (the same under ASan/UBSan, in a child interpreter) and tests/fuzz/fuzz_gnmi_decode.py
 (atheris). ``python -m tests.support.gnmi_fuzz`` writes the seed corpus (:data:`SEEDS`) to
 tests/fixtures/fuzz/gnmi/. Sizes are bounded here, not times: every generated message stays below a few tens
@@ -28,7 +28,7 @@ from collector import speedups
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_values import PortState, Resolver
 from collector.profiles import load_profile
-from tests.unit.test_gnmi_decode import path
+from tests.unit.collector.test_gnmi_decode import path
 from wire.protobuf import varint
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "fuzz" / "gnmi"

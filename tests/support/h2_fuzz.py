@@ -1,6 +1,6 @@
 """What the HTTP/2 client's fuzz tests share: a connection fed a peer's bytes, its bounds, hostile seeds.
 
-Used by tests/unit/test_grpc_h2_fuzz.py. ``python -m tests.support.h2_fuzz`` writes the seed
+Used by tests/unit/wire/test_grpc_h2_fuzz.py. ``python -m tests.support.h2_fuzz`` writes the seed
 corpus (:data:`SEEDS`: what a server sends after our preface) to tests/fixtures/fuzz/h2/; a
 failing input found later goes there too, as a ``.bin`` file.
 

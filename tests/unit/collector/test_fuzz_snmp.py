@@ -31,7 +31,7 @@ from collector.snmp_pysnmp import PysnmpClient, PysnmpEngines, plausible_snmp
 from collector.targets import SwitchTarget
 from tests.support.snmp_datagrams import Response, column_table, request_id_tlv, scripted_agent
 
-CORPUS = Path(__file__).parents[1] / "fixtures" / "fuzz" / "snmp"
+CORPUS = Path(__file__).parents[2] / "fixtures" / "fuzz" / "snmp"
 SEEDS = {p.name: p.read_bytes() for p in sorted(CORPUS.glob("*.bin"))}
 OK = {name: data for name, data in SEEDS.items() if name.startswith("ok-")}
 IF_NAME = "1.3.6.1.2.1.31.1.1.1.1"

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from store.spool import Spool, prepare_directory
 from store.spool_format import MAGIC, BadBatch, SpoolBatch, UnreadableBatch, encode, read
 
-CORPUS = Path(__file__).parents[1] / "fixtures" / "fuzz" / "spool"
+CORPUS = Path(__file__).parents[2] / "fixtures" / "fuzz" / "spool"
 FILES = sorted(CORPUS.glob("*.batch"))
 SEEDS = {p.name: p.read_bytes() for p in FILES}
 #: The corpus and its mutations are at most ~50 KB; a real batch of that size needs a few MB.

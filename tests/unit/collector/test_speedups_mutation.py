@@ -18,7 +18,7 @@ import pytest
 
 from collector import speedups
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 SETUP = """
 import gc

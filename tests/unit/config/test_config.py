@@ -180,5 +180,5 @@ def test_cli_process_has_no_traceback(tmp_path: Path) -> None:
 def test_the_defaults_document_is_current() -> None:
     from config.defaults import render
 
-    doc = Path(__file__).resolve().parents[2] / "docs" / "config-defaults.yaml"
+    doc = Path(__file__).resolve().parents[3] / "docs" / "config-defaults.yaml"
     assert doc.read_text() == render(), "run: python -m config.defaults > docs/config-defaults.yaml"

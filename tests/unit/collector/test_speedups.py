@@ -27,10 +27,10 @@ import hatch_build
 from collector import speedups
 from collector.records import COUNTER_FIELDS, PortReading
 from store.records import PortSample
-from tests.unit.test_gnmi_decode import IF, PFC, TS, Harness, note, path, update
+from tests.unit.collector.test_gnmi_decode import IF, PFC, TS, Harness, note, path, update
 from wire.protobuf import varint
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 C_FAST = speedups.fast_values
 C_DELTAS = speedups.deltas
 

@@ -30,7 +30,7 @@ from store.records import LinkEvent, PortSample, Reachability, to_int8
 from store.spool import Spool, prepare_directory
 from store.spool_format import MAGIC, SpoolBatch
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "spool"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "spool"
 T = datetime(2024, 5, 17, 3, 4, 5, 123456, tzinfo=UTC)
 
 

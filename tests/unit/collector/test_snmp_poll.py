@@ -17,7 +17,7 @@ from collector.snmp_poll import TICK_NS, UPTIME_WRAP_NS, SwitchPoller, UptimeClo
 from collector.snmp_pysnmp import plausible_snmp
 from collector.snmp_walk import Value, Walked, walk_columns
 from collector.targets import SwitchTarget
-from tests.unit.test_snmp_walk import FakeAgent
+from tests.unit.collector.test_snmp_walk import FakeAgent
 
 Columns = dict[str, dict[str, Value]]
 

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 import hatch_build
-from tests.unit.test_speedups_mutation import BY_DEL, BY_EQ, SETUP
+from tests.unit.collector.test_speedups_mutation import BY_DEL, BY_EQ, SETUP
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
 
 PLUGIN = """
@@ -95,7 +95,7 @@ def test_fast_values_with_its_updates_emptied_is_clean_under_asan(sanitized: dic
 
 
 def test_the_corpora_and_property_tests_are_clean_under_asan_and_ubsan(sanitized: dict[str, str]) -> None:
-    tests = ["tests/unit/test_gnmi_fuzz.py", "tests/unit/test_speedups.py", "tests/unit/test_copy_binary.py"]
+    tests = ["tests/unit/collector/test_gnmi_fuzz.py", "tests/unit/collector/test_speedups.py", "tests/unit/store/test_copy_binary.py"]
     done = _run(
         ["-m", "pytest", "-p", "fabricmon_asan", "-p", "no:cacheprovider", "-q", "-x", "-m", "not slow", *tests],
         sanitized,

@@ -20,7 +20,7 @@ from docs_gen import cli_ref, config_ref, pages, rest_ref
 from docs_gen.blocks import MissingBlock, block, cell, splice
 from docs_gen.mkdocs_hooks import unescape_table_code
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
 #: "The README fits on two screens" (issue 27): what, why, the two commands, the architecture, links.
 README_MAX_BYTES = 10 * 1024

@@ -25,7 +25,7 @@ import hatch_build
 from store import copy_binary
 from store.records import PfcSample, PortSample
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 PORT_KINDS = "Tssh" + "q" * 17 + "f" + "d" * 9 + "?"
