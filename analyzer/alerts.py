@@ -33,8 +33,8 @@ neither re-opens (the unique partial index ``alerts_one_firing``) nor forgets th
 ``evaluated_rules``, incidents whose root rule's check did not run this time are left alone
 instead of resolving. The Alertmanager labels are fixed when an incident opens (column
 ``labels``), so a receiver sees one label set from the first firing to the resolve.
-Acknowledging (:func:`ack_alert`) is for people and sends nothing. After a sync that enqueued
-deliveries, call the sender's ``notify()``.
+Acknowledging (:func:`analyzer.alert_queries.ack_alert`) is for people and sends nothing.
+After a sync that enqueued deliveries, call the sender's ``notify()``.
 """
 
 from __future__ import annotations
@@ -44,18 +44,18 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from analyzer import scheduler_actions
-from analyzer.actions import ACTION_ORDER, Action, Held, affected_jobs, merge_decision, stronger, worse
+from analyzer.actions import ACTION_ORDER, Action, affected_jobs
+from analyzer.alert_queries import AlertInputError
+from analyzer.alert_update import stored_fields, to_json, update_present
 from analyzer.budget import FleetLimits, FleetUse, awaiting_resume
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.findings import SEVERITY_ORDER
-from analyzer.incident_memory import memory_details
 from analyzer.incident_model import Incident, with_decision
 from analyzer.outbox import enqueue
-from analyzer.payloads import AlertRow, Event, alertmanager_labels, json_object, jsonable
-from fabric.errors import FabricmonError
+from analyzer.payloads import AlertRow, Event, alertmanager_labels, json_object
 from store.db import Connection, Pool, Record
 from store.scheduler_actions import Policy, release_resumes
 
@@ -63,20 +63,9 @@ __all__ = [
     "AlertInputError",
     "AlertRow",
     "SyncResult",
-    "ack_alert",
-    "get_alert",
-    "incident_timeline",
-    "list_alerts",
     "require_review",
     "sync_alerts",
 ]
-
-AlertState = Literal["firing", "resolved", "all"]
-MAX_LIST_LIMIT = 1000
-
-
-class AlertInputError(FabricmonError, ValueError):
-    """A bad argument: naive time, negative hold-down, unknown state, limit out of range."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +154,7 @@ async def sync_alerts(
         # open incidents first: what they already hold is counted before a new one is admitted
         present = [(firing[fp], current[fp]) for fp in current if fp in firing]
         escalated = 0
-        for alert, event in await _update(conn, present, now, drain_limit, use):
+        for alert, event in await update_present(conn, present, now, drain_limit, use):
             await _timeline(conn, alert, event)
             if event == "escalated":
                 escalated += 1
@@ -295,40 +284,8 @@ async def _fleet_use(conn: Connection, firing: Sequence[Record], limits: FleetLi
     return use
 
 
-def notified_servers(stored: Any, scope: Any = None) -> set[str]:
-    """The servers receivers were told a firing incident touches (``details.notified_servers``;
-    an alert stored before it was kept: its scope's servers)."""
-    told = json_object(stored).get("notified_servers")
-    if isinstance(told, list):
-        return {str(s) for s in told}
-    servers = json_object(scope).get("servers")
-    return {str(s) for s in servers} if isinstance(servers, list) else set()
-
-
-def _fields(inc: Incident, stored: Any = None, notified: Collection[str] | None = None) -> dict[str, Any]:
-    """The stored columns of ``inc``; ``stored``: the firing alert's ``details`` before this update
-    (the links a switch incident held are kept while it fires: a later round may see fewer);
-    ``notified``: the servers receivers have been told of (its scope's when it opens)."""
-    return {
-        "summary": inc.summary,
-        "scope": _json(inc.scope.as_dict()),
-        "details": _json(
-            {
-                **inc.root.details,
-                "reason": inc.reason,
-                "efficiency_loss": inc.efficiency_loss,
-                **({"maintenance_windows": list(inc.windows)} if inc.maintenance else {}),
-                **memory_details(inc, json_object(stored)),
-                "notified_servers": sorted(inc.scope.servers if notified is None else notified),
-            }
-        ),
-        "root_cause": _json(inc.root_cause),
-        "symptoms": _json(inc.symptom_list()),
-    }
-
-
 async def _fire(conn: Connection, inc: Incident, now: datetime) -> AlertRow | None:
-    f = _fields(inc)
+    f = stored_fields(inc)
     rec = await conn.fetchrow(
         """INSERT INTO alerts (fingerprint, rule, severity, state, summary, scope, details, started_at,
                                last_seen_at, recommended_action, notified_severity, notified_action,
@@ -356,101 +313,8 @@ async def _fire(conn: Connection, inc: Incident, now: datetime) -> AlertRow | No
         return None
     alert = AlertRow.from_record(rec)
     labels = alertmanager_labels(alert)
-    await conn.execute("UPDATE alerts SET labels = $2::jsonb WHERE id = $1", alert.id, _json(labels))
+    await conn.execute("UPDATE alerts SET labels = $2::jsonb WHERE id = $1", alert.id, to_json(labels))
     return AlertRow.from_record({**dict(rec), "labels": labels})
-
-
-async def _update(
-    conn: Connection,
-    present: Sequence[tuple[Record, Incident]],
-    now: datetime,
-    drain_limit: int | None,
-    use: FleetUse | None = None,
-) -> list[tuple[AlertRow, str]]:
-    """Refresh still-present incidents in one statement; returns the ones that escalated or changed."""
-    if not present:
-        return []
-    keys = ("id", "rule", "sev", "action", "hosts", "review", "reason", "nsev", "nact", "summary", "scope",
-            "details", "root", "symptoms", "maint")  # fmt: skip
-    cols: dict[str, list[Any]] = {k: [] for k in keys}
-    events: dict[int, str] = {}
-    for rec, inc in present:
-        stored = Held(rec["recommended_action"] or "observe", tuple(rec["action_hosts"] or ()), rec["needs_review"])
-        held = merge_decision(stored, Held(inc.action, inc.action_hosts, inc.needs_review), drain_limit)
-        reason = inc.reason
-        if held.needs_review and not inc.needs_review:
-            # a breaker that held it back before keeps its own reason (review is sticky while open)
-            reason = (
-                rec["reason"]
-                if stored.needs_review and rec["reason"]
-                else (
-                    f"circuit breaker: the drains of this incident add up to {len(held.hosts)} hosts; a person decides"
-                )
-            )
-        elif use is not None and not held.needs_review:
-            before = set(stored.hosts) if stored.action == held.action and not stored.needs_review else set()
-            if not set(held.hosts) <= before and (why := use.admit(held.action, held.hosts)):
-                held, reason = Held("observe", held.hosts, True), why
-        review, action, hosts = held.needs_review, held.action, list(held.hosts)
-        severity = worse(rec["severity"], inc.severity)
-        if review and not inc.needs_review:
-            severity = "critical"
-        told_servers = notified_servers(rec["details"], rec["scope"])
-        grew = bool(set(inc.scope.servers) - told_servers)  # the blast radius reaches new hosts
-        told_sev = rec["notified_severity"] or rec["severity"]
-        told_act = rec["notified_action"] or rec["recommended_action"] or "observe"
-        rises = (
-            SEVERITY_ORDER[severity] > SEVERITY_ORDER[told_sev]
-            or ACTION_ORDER[action] > ACTION_ORDER[told_act]
-            or (review and not rec["needs_review"])
-            or (action == "drain" and not set(hosts) <= set(rec["action_hosts"] or ()))
-            or grew
-        )
-        old_symptoms = sorted((s.get("rule"), s.get("key")) for s in _loaded(rec["symptoms"]))
-        new_symptoms = sorted((f.rule, f.key) for f in inc.symptoms)
-        if rises:
-            events[rec["id"]] = "escalated"
-        elif rec["rule"] != inc.rule or old_symptoms != new_symptoms:
-            events[rec["id"]] = "changed"
-        f = _fields(inc, rec["details"], told_servers | set(inc.scope.servers))
-        for key, value in (
-            ("id", rec["id"]),
-            ("rule", inc.rule),
-            ("sev", severity),
-            ("action", action),
-            ("hosts", _json(hosts)),
-            ("review", review),
-            ("reason", reason),
-            ("nsev", worse(severity, told_sev)),
-            ("nact", action if review else stronger(action, told_act)),
-            ("summary", f["summary"]),
-            ("scope", f["scope"]),
-            ("details", f["details"]),
-            ("root", f["root_cause"]),
-            ("symptoms", f["symptoms"]),
-            ("maint", inc.maintenance),
-        ):
-            cols[key].append(value)
-    rows = await conn.fetch(
-        """UPDATE alerts a SET last_seen_at = GREATEST(a.last_seen_at, $15), rule = u.rule, severity = u.sev,
-                  recommended_action = u.action,
-                  action_hosts = ARRAY(SELECT jsonb_array_elements_text(u.hosts::jsonb)),
-                  needs_review = u.review, reason = u.reason, notified_severity = u.nsev,
-                  notified_action = u.nact, summary = u.summary, scope = u.scope::jsonb,
-                  details = u.details::jsonb, root_cause = u.root::jsonb, symptoms = u.symptoms::jsonb,
-                  maintenance = u.maint
-           FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[],
-                       $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-                       $16::boolean[])
-                AS u(id, rule, sev, action, hosts, review, reason, nsev, nact, summary, scope, details, root, symptoms,
-                     maint)
-           WHERE a.id = u.id AND a.state = 'firing'
-           RETURNING a.*""",
-        *list(cols.values())[:-1],
-        now,
-        cols["maint"],
-    )
-    return [(AlertRow.from_record(r), events[r["id"]]) for r in rows if r["id"] in events]
 
 
 async def _timeline(conn: Connection, alert: AlertRow, event: str) -> None:
@@ -468,16 +332,6 @@ async def _timeline(conn: Connection, alert: AlertRow, event: str) -> None:
     )
 
 
-async def incident_timeline(pool: Pool, alert_id: int) -> list[dict[str, Any]]:
-    """An incident's timeline, oldest first: ``[{time, event, severity, action, rule, summary, symptoms}]``."""
-    rows = await pool.fetch(
-        "SELECT time, event, severity, action, rule, summary, symptoms FROM incident_events "
-        "WHERE alert_id = $1 ORDER BY time, id",
-        alert_id,
-    )
-    return [{**dict(r), "time": r["time"]} for r in rows]
-
-
 def _root_unseen(rec: Record, unobserved: frozenset[str]) -> bool:
     """Whether an incident's root cause sits on a switch fabricmon cannot observe now (the
     collection incident itself is about exactly that, and resolves as collection recovers)."""
@@ -486,51 +340,3 @@ def _root_unseen(rec: Record, unobserved: frozenset[str]) -> bool:
     root = rec["root_cause"]
     switch = (json.loads(root) if isinstance(root, str | bytes) else dict(root or {})).get("switch")
     return isinstance(switch, str) and switch in unobserved
-
-
-def _loaded(value: Any) -> list[dict[str, Any]]:
-    if isinstance(value, str | bytes):
-        value = json.loads(value)
-    return [dict(v) for v in value] if isinstance(value, list) else []
-
-
-def _json(value: Any) -> str:
-    return json.dumps(jsonable(value), separators=(",", ":"), allow_nan=False)
-
-
-async def list_alerts(
-    pool: Pool, state: AlertState = "firing", limit: int = 100, offset: int = 0
-) -> list[dict[str, Any]]:
-    """Alerts as the API shows them (newest first): SPEC §4's fields plus details, last seen and ack."""
-    if state not in ("firing", "resolved", "all"):
-        raise AlertInputError(f"state must be firing, resolved or all, got {state!r}")
-    if isinstance(limit, bool) or not 1 <= limit <= MAX_LIST_LIMIT:
-        raise AlertInputError(f"limit must be between 1 and {MAX_LIST_LIMIT}, got {limit!r}")
-    if isinstance(offset, bool) or offset < 0:
-        raise AlertInputError(f"offset must be >= 0, got {offset!r}")
-    rows = await pool.fetch(
-        """SELECT * FROM alerts WHERE $1 = 'all' OR state = $1
-           ORDER BY started_at DESC, id DESC LIMIT $2 OFFSET $3""",
-        state,
-        limit,
-        offset,
-    )
-    return [AlertRow.from_record(r).as_json() for r in rows]
-
-
-async def get_alert(pool: Pool, alert_id: int) -> AlertRow | None:
-    """One alert by id."""
-    rec = await pool.fetchrow("SELECT * FROM alerts WHERE id = $1", alert_id)
-    return AlertRow.from_record(rec) if rec is not None else None
-
-
-async def ack_alert(pool: Pool, alert_id: int, by: str | None) -> AlertRow | None:
-    """Acknowledge an alert (the first acknowledgement stands); None if there is no such alert."""
-    rec = await pool.fetchrow(
-        """UPDATE alerts SET acked_by = CASE WHEN acked_at IS NULL THEN $2 ELSE acked_by END,
-                             acked_at = COALESCE(acked_at, now())
-           WHERE id = $1 RETURNING *""",
-        alert_id,
-        by[:200] if by is not None else None,
-    )
-    return AlertRow.from_record(rec) if rec is not None else None

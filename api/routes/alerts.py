@@ -1,6 +1,7 @@
 """Alerts: ``GET /v1/alerts?state=firing|resolved|all`` and ``POST /v1/alerts/{id}/ack``.
 
-The lifecycle belongs to the analyzer (:mod:`analyzer.alerts`); the API lists and acknowledges.
+The lifecycle belongs to the analyzer (:mod:`analyzer.alerts`); the API lists and acknowledges
+(:mod:`analyzer.alert_queries`).
 Acknowledging records who and when (the first acknowledgement stands) and sends nothing.
 """
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from analyzer.alerts import ack_alert, get_alert, incident_timeline, list_alerts
+from analyzer.alert_queries import ack_alert, get_alert, incident_timeline, list_alerts
 from analyzer.outbox import deliveries_of
 from api.inputs import AckIn, AlertPath, AlertsQuery
 from api.problems import NotFound

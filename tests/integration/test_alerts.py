@@ -11,16 +11,8 @@ import asyncpg
 import pytest
 
 from analyzer.actions import ActionPolicy, decide_all
-from analyzer.alerts import (
-    AlertInputError,
-    SyncResult,
-    ack_alert,
-    firing_details,
-    get_alert,
-    incident_timeline,
-    list_alerts,
-    sync_alerts,
-)
+from analyzer.alert_queries import AlertInputError, ack_alert, get_alert, incident_timeline, list_alerts
+from analyzer.alerts import SyncResult, firing_details, sync_alerts
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.correlation import correlate
 from analyzer.findings import Finding, blast_radius

@@ -12,7 +12,8 @@ import asyncpg
 import pytest
 
 from analyzer.actions import ActionPolicy, decide_all
-from analyzer.alerts import SyncResult, list_alerts, sync_alerts
+from analyzer.alert_queries import list_alerts
+from analyzer.alerts import SyncResult, sync_alerts
 from analyzer.budget import FleetLimits
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.correlation import correlate

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from analyzer.flaps import correlated_ports, flap_severity, ports_needed, switch_bursts, tally_flaps
 from analyzer.links import human_s, link_end, link_label, links_scope
 from analyzer.outages import LinkOutages, outage_figures, outage_severity, tally_outages
-from analyzer.pfc import PAUSE_QUANTA_BITS, Pausing, compatible, pause_ratio, pause_trees, trailing_run
+from analyzer.pause_trees import Pausing, compatible, pause_trees
+from analyzer.pfc import PAUSE_QUANTA_BITS, pause_ratio, trailing_run
 from analyzer.stability import discards_not_judged, error_figures, error_verdict
 from fabric.model import Endpoint, FabricParams
 from fabric.topology import build_aipod

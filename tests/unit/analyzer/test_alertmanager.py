@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analyzer.actions import AffectedJob
-from analyzer.alertmanager import (
+from analyzer.alertmanager import AlertmanagerPusher
+from analyzer.alertmanager_alerts import (
     ENDS_AFTER_INTERVALS,
     MAX_HOSTS,
-    AlertmanagerPusher,
     alertmanager_key,
     batches,
     build_alerts,
