@@ -144,8 +144,10 @@ class DemoResult:
 _LOOPBACK = SimOptions(gnmi="127.0.0.1:0", snmp="127.0.0.1:0", control="127.0.0.1:0")
 
 
-def demo_config(sim: SimEndpoints, opts: DemoOptions, webhook: str, secret: str, dsn: str) -> Config:
-    """fabricmon's config for the simulated fabric, at demo speed."""
+def demo_config(sim: SimEndpoints, opts: DemoOptions, webhook: str, secret: str, dsn: str,
+                spool_dir: Path | None = None) -> Config:  # fmt: skip
+    """fabricmon's config for the simulated fabric, at demo speed (``spool_dir``: the writers' own,
+    for a run on a scratch database whose rows must never reach another run's)."""
     data: dict[str, Any] = sim_config(
         gnmi_address=sim.gnmi,
         snmp_address=sim.snmp,
@@ -157,7 +159,10 @@ def demo_config(sim: SimEndpoints, opts: DemoOptions, webhook: str, secret: str,
         nos=sim.nos or None,
         ca_file=sim.ca_file,
     )
-    data["database"] = {"dsn": dsn, "writer": {"flush_interval_s": 0.5}}
+    writer: dict[str, Any] = {"flush_interval_s": 0.5}
+    if spool_dir is not None:
+        writer["spool_dir"] = str(spool_dir)
+    data["database"] = {"dsn": dsn, "writer": writer}
     data["analyzer"] = {
         "interval_s": opts.interval_s,
         "resolve_hold_down_s": 2 * opts.interval_s,

@@ -118,26 +118,28 @@ async def run_drill(opts: DrillOptions, dsn: str, say: Say) -> DrillResult:
     secret = secrets.token_hex(16)
     receiver = Receiver(secret)
     webhook = await receiver.start()
-    tls_dir = Path(tempfile.mkdtemp(prefix="fabricmon-drill-tls-"))
+    run_dir = Path(tempfile.mkdtemp(prefix="fabricmon-drill-"))  # the simulator's TLS files, our spool
     params = None if opts.inventory is not None else FabricParams(gpus=opts.gpus)
     say(f"simulating {'the inventory ' + str(opts.inventory) if opts.inventory else f'a {opts.gpus}-GPU AIPod'}"
         f" ({opts.naming} port names), every NOS shape")  # fmt: skip
     loopback = "127.0.0.1:0"
     sim_opts = SimOptions(params=params, inventory=opts.inventory, gnmi=loopback, snmp=loopback, control=loopback,
-                          seed=opts.seed, nos=MIXED, naming=opts.naming, tls_dir=tls_dir)  # fmt: skip
+                          seed=opts.seed, nos=MIXED, naming=opts.naming, tls_dir=run_dir / "tls")  # fmt: skip
     try:
         async with sim_process(sim_opts) as sim:
-            return await _drill_against(opts, sim, receiver, webhook, secret, dsn, say)
+            return await _drill_against(opts, sim, receiver, webhook, secret, dsn, say, run_dir / "spool")
     finally:
         await receiver.stop()
-        shutil.rmtree(tls_dir, ignore_errors=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 async def _drill_against(opts: DrillOptions, sim: RemoteSim, receiver: Receiver, webhook: str, secret: str,
-                         dsn: str, say: Say) -> DrillResult:  # fmt: skip
+                         dsn: str, say: Say, spool_dir: Path) -> DrillResult:  # fmt: skip
+    """The drill on a running simulator; its writers spool into ``spool_dir``, the run's own (a
+    scratch database must never receive rows an earlier, interrupted drill spooled)."""
     fabric = sim.fabric
     demo = DemoOptions(gpus=fabric.gpus, interval_s=opts.interval_s, naming=opts.naming, listen="127.0.0.1:0")
-    config = demo_config(sim.endpoints, demo, webhook, secret, dsn)
+    config = demo_config(sim.endpoints, demo, webhook, secret, dsn, spool_dir)
     snmp = [t for targets in config.targets if targets.protocol == "snmp" for t in targets.switches or ()]
     campaign = plan_campaign(fabric, faults=opts.faults, benign=opts.benign, seed=opts.seed,
                              snmp_switches=[s for s in snmp if s in fabric.switches], kinds=opts.kinds)  # fmt: skip
