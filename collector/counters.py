@@ -66,6 +66,7 @@ from collector.config import PFC_HEARTBEAT_S as PFC_HEARTBEAT_S  # the knob's de
 from collector.records import COUNTER_FIELDS, PFC_TOTAL_WRAP32, PortReading
 from collector.speedups import deltas as _c_deltas
 from collector.speedups import port_row as _c_port_row
+from fabric.record import PER_SECOND
 from store.records import I64_MAX, U64, LinkEvent, PfcSample, PortSample, to_int8
 
 WRAP32 = 1 << 32
@@ -81,15 +82,19 @@ RESET_TOLERANCE_NS = 2_000_000_000
 _PKTS_IN = ("in_unicast_pkts", "in_multicast_pkts", "in_broadcast_pkts")
 _PKTS_OUT = ("out_unicast_pkts", "out_multicast_pkts", "out_broadcast_pkts")
 _DIRECTIONS = (("in", "in_octets", _PKTS_IN), ("out", "out_octets", _PKTS_OUT))
-_PER_SECOND = ("in_errors", "out_errors", "in_discards", "out_discards", "in_fcs_errors")
+_PER_SECOND = PER_SECOND
 _PFC_KEYS = ("pfc_rx", "pfc_tx", "pfc_rx_total", "pfc_tx_total")
 _CARRIER = "carrier_transitions"
 #: The counters behind the rates, in the order collector/_speedups.c port_row reads them.
 _RATE_NAMES = (*(n for _, octets, pkts in _DIRECTIONS for n in (octets, *pkts)), *_PER_SECOND)
-# port_row builds PortSample(head 5, the counters, interval_s, 9 rates, counter_reset) by position.
-_ROW_TAIL = ("interval_s", "in_bps", "out_bps", "in_pps", "out_pps", *(f"{n}_ps" for n in _PER_SECOND), "counter_reset")
-if PortSample._fields[5:] != (*COUNTER_FIELDS, *_ROW_TAIL):  # pragma: no cover
-    raise ImportError("store.records.PortSample changed its fields; update collector/_speedups.c port_row")
+#: The port_counters row as :meth:`CounterTracker._sample` and the C ``port_row`` build it, by
+#: position: the head, the counters, interval_s, the nine rates, counter_reset. It must be
+#: PortSample's fields (tests/unit/fabric/test_record_shape.py).
+PORT_ROW: tuple[str, ...] = (
+    *("time", "switch", "port", "oper_status", "speed_bps"),
+    *COUNTER_FIELDS,
+    *("interval_s", "in_bps", "out_bps", "in_pps", "out_pps", *(f"{n}_ps" for n in _PER_SECOND), "counter_reset"),
+)
 
 #: The baselines' slots: the 16 counters, then the PFC groups.
 _SLOTS = (*COUNTER_FIELDS, *_PFC_KEYS)

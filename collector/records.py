@@ -17,28 +17,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from fabric.record import COUNTER_FIELDS as COUNTER_FIELDS  # the counters, declared once there
+
 if TYPE_CHECKING:
     from store.dom import DomSample
-
-#: Counter fields of a reading, in PortSample order (see store.records.PortSample).
-COUNTER_FIELDS: tuple[str, ...] = (
-    "in_octets",
-    "out_octets",
-    "in_unicast_pkts",
-    "out_unicast_pkts",
-    "in_multicast_pkts",
-    "out_multicast_pkts",
-    "in_broadcast_pkts",
-    "out_broadcast_pkts",
-    "in_errors",
-    "out_errors",
-    "in_discards",
-    "out_discards",
-    "in_fcs_errors",
-    "carrier_transitions",
-    "in_pause_frames",
-    "out_pause_frames",
-)
 
 
 #: A ``wrap32`` member meaning "the per-interface PFC totals are 32-bit" (IEEE8021-PFC-MIB Counter32).
