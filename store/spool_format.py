@@ -14,9 +14,11 @@ Batch format version 2 (integers big-endian)::
     22+H+P   32    SHA-256 of bytes 0 .. 22+H+P
 
 Values are None, bool, int, float (NaN, the infinities and -0.0 included), str (any: JSON
-escapes what is not ASCII, lone surrogates too) and timezone-aware datetime. ``types`` says how
-each column is stored: ``scalar`` (JSON as it is), ``datetime`` (integer microseconds since
-1970-01-01 UTC) or ``mixed`` (a datetime is ``[microseconds]``, other values as they are).
+escapes what is not ASCII, lone surrogates too), timezone-aware datetime, and in a column of their
+own, arrays of integers (a list or tuple; a FEC histogram's bins). ``types`` says how each column
+is stored: ``scalar`` (JSON as it is), ``datetime`` (integer microseconds since 1970-01-01 UTC),
+``mixed`` (a datetime is ``[microseconds]``, other values as they are) or ``intarray`` (None or a
+JSON array of at most :data:`MAX_ARRAY` integers, read back as a list).
 Version 1 (before this format: a pickled list of rows) still replays after an upgrade, through
 :mod:`store.spool_v1`'s bounded reader.
 
@@ -66,7 +68,9 @@ _MAX_HEADER = 1 << 20
 MAX_FILE = _MAX_PAYLOAD + _MAX_HEADER + _PREFIX.size + 32
 #: Deflate's best case is 258 bytes from 2 bits (~1032:1): no zlib stream inflates further.
 _DEFLATE_RATIO = 1032
-_KINDS = frozenset({"scalar", "datetime", "mixed"})
+_KINDS = frozenset({"scalar", "datetime", "mixed", "intarray"})
+#: The longest integer array a value may be (a FEC histogram has 16 bins; per-lane readings 8).
+MAX_ARRAY = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +118,10 @@ def encode(rows: Sequence[Sequence[Any]], columns: Sequence[str] | None) -> byte
         label = names[i] if names else f"#{i}"
         kind = _column_kind(label, set(map(type, col)))
         types.append(kind)
-        payload.append(col if kind == "scalar" else _to_micros(label, col, mixed=kind == "mixed"))
+        if kind == "intarray":
+            payload.append(_arrays(label, col))
+        else:
+            payload.append(col if kind == "scalar" else _to_micros(label, col, mixed=kind == "mixed"))
     header = {
         "format": FORMAT_VERSION,
         "rows": len(rows),
@@ -132,7 +139,13 @@ def encode(rows: Sequence[Sequence[Any]], columns: Sequence[str] | None) -> byte
 
 
 def _column_kind(label: str, present: set[type]) -> str:
-    """How a column is stored: ``scalar``, ``datetime`` or ``mixed``; TypeError for what cannot be."""
+    """How a column is stored: ``scalar``, ``datetime``, ``mixed`` or ``intarray``; TypeError for
+    what cannot be."""
+    arrays = {k for k in present if issubclass(k, list | tuple)}
+    if arrays:
+        if present - arrays - {type(None)}:
+            raise TypeError(f"spool column {label}: arrays mixed with other values (arrays or None only)")
+        return "intarray"
     dates = others = False
     for kind in present:
         if issubclass(kind, datetime):
@@ -145,6 +158,19 @@ def _column_kind(label: str, present: set[type]) -> str:
                 "(only None, bool, int, float, str and timezone-aware datetime)"
             )
     return "mixed" if dates and others else "datetime" if dates else "scalar"
+
+
+def _arrays(label: str, col: Sequence[Any]) -> list[list[int] | None]:
+    """An array column as JSON arrays; TypeError for an element that is not an integer."""
+    out: list[list[int] | None] = []
+    for v in col:
+        if v is None:
+            out.append(None)
+            continue
+        if len(v) > MAX_ARRAY or not all(type(x) is int for x in v):
+            raise TypeError(f"spool column {label}: an array of more than {MAX_ARRAY} values, or not of integers")
+        out.append(list(v))
+    return out
 
 
 def _to_micros(label: str, col: Sequence[Any], *, mixed: bool) -> list[Any]:
@@ -298,4 +324,8 @@ def _from_json(kind: str, col: list[Any]) -> list[Any]:
         return [None if v is None else _EPOCH + timedelta(microseconds=v) for v in col]
     if kind == "mixed" and present <= _SCALAR_TYPES | {list}:
         return [_EPOCH + timedelta(microseconds=v[0]) if type(v) is list else v for v in col]
+    if kind == "intarray" and present <= {type(None), list} and all(
+        v is None or (len(v) <= MAX_ARRAY and all(type(x) is int for x in v)) for v in col
+    ):
+        return col
     raise BadBatch(f"a {kind!r} column holding {sorted(t.__name__ for t in present)}")

@@ -26,6 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from store.errors import SpoolError, StoreError
+from store.fec import COLUMNS as FEC_COLUMNS
+from store.fec import FecSample, fec_rows
 from store.records import LinkEvent, PortSample, Reachability, to_int8
 from store.spool import Spool, prepare_directory
 from store.spool_format import MAGIC, SpoolBatch
@@ -159,7 +161,10 @@ def test_records_come_back_as_plain_tuples_of_the_same_values(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("rows", "error", "says"),
     [
-        ([([1],)], TypeError, "cannot store list"),
+        ([([1.5],)], TypeError, "not of integers"),
+        ([([True],)], TypeError, "not of integers"),
+        ([([1],), (2,)], TypeError, "arrays mixed with other values"),
+        ([(list(range(5000)),)], TypeError, "more than 4096 values"),
         ([(date(2024, 1, 1),)], TypeError, "cannot store date"),
         ([(T.replace(tzinfo=None),)], TypeError, "naive datetime"),
         ([(b"x",)], TypeError, "cannot store bytes"),
@@ -175,6 +180,28 @@ def test_what_cannot_be_stored_is_a_programming_error(
     with pytest.raises(error, match=says):
         spool.push(rows)
     assert len(spool) == 0 and not list((tmp_path / "t").iterdir())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.lists(st.integers(-(1 << 63), (1 << 63) - 1), max_size=16)), min_size=1,
+                max_size=8))  # fmt: skip
+def test_integer_arrays_come_back_as_lists(bins: list[list[int] | None]) -> None:
+    """A FEC histogram's bins (``port_fec.bins``, bigint[]) spool while the database is away."""
+    with tempfile.TemporaryDirectory() as d:
+        rows = [(T, "leaf-01", None if b is None else tuple(b)) for b in bins]
+        assert Spool(Path(d) / "t", max_bytes=1 << 20).push(rows, columns=("time", "port", "bins"))
+        batch = Spool(Path(d) / "t", max_bytes=1 << 20).peek()
+        assert batch is not None and [r[2] for r in batch.rows] == bins
+
+
+def test_the_fec_writer_s_rows_spool(tmp_path: Path) -> None:
+    """Every row the ``port_fec`` writer makes can wait on disk: it once could not (its bins)."""
+    samples = [FecSample(T, "leaf-01", "Ethernet1/1", 5, 0, 7, 1e-8, 0.0, tuple(range(16))),
+               FecSample(T, "leaf-01", "Ethernet1/2", (1 << 64) - 1)]  # fmt: skip
+    spool = Spool(tmp_path / "t", max_bytes=1 << 20)
+    assert spool.push(fec_rows(samples), columns=FEC_COLUMNS)
+    batch = Spool(tmp_path / "t", max_bytes=1 << 20).peek()
+    assert batch is not None and batch.rows == [tuple(r) for r in fec_rows(samples)]
 
 
 def test_column_names_must_fit_the_rows(tmp_path: Path) -> None:
@@ -245,6 +272,17 @@ def unknown_compression(data: bytes) -> bytes:
 
 def not_zlib(data: bytes) -> bytes:
     return rebuilt(data, body=b"[[1,2,3,4,5],[1,2,3,4,5]]")
+
+
+@pytest.mark.parametrize("forged", [[["x"]], [[1.5]], [[True]], [list(range(5000))], [7]])
+def test_an_array_column_holding_anything_but_integer_arrays_is_quarantined(tmp_path: Path, forged: list[Any]) -> None:
+    good = batch_bytes(tmp_path, [([1, 2],)])
+    bad = rebuilt(good, body=zlib.compress(json.dumps([forged]).encode()))
+    spool = bad_first(tmp_path, bad, rows=1)
+    batch = spool.peek()
+    assert batch is not None and batch.rows == [(1, "behind")] and spool.stats.batches_quarantined == 1
+    reason = (tmp_path / "quarantine" / "t" / "000000000000-1.batch.reason").read_text()
+    assert "'intarray' column holding" in reason
 
 
 def test_a_payload_that_inflates_past_the_cap_is_quarantined(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
