@@ -20,10 +20,12 @@ snmp_slow           an SNMP-polled switch       observe; need not be reported
 ==================  ==========================  =======================================
 
 Benign events must lead to no checkpoint and no drain (and, ideally, no incident): one flap that
-recovers at once, a PFC burst shorter than the storm threshold, a collector restart and a
-planned reboot of a switch inside a maintenance window that covers it (its incidents, if any,
-say ``maintenance`` and observe). (A switch clock step, a counter clear and a database blip are
-not drawn yet: docs/decisions.md.)
+recovers at once, a PFC burst shorter than the storm threshold, a collector restart, a planned
+reboot of a switch inside a maintenance window that covers it (its incidents, if any, say
+``maintenance`` and observe), a short burst of FEC errors that recovers (``fec_burst``), a dirty
+connector (a step of optical loss, then stable: nothing to predict) and a database blip (every
+fabricmon session to the database cut at once, as a failover or a restart does). (A switch clock
+step and a counter clear are not drawn yet: the simulator cannot do either at run time.)
 
 A campaign is a list of :class:`Planned` events; the runner applies them, up to K at once at
 unrelated places (:attr:`Planned.footprint` disjoint), and times them.
@@ -40,7 +42,8 @@ from fabric.model import Fabric, PortInfo, Role
 
 FAULT_KINDS = ("link_down", "link_flap", "speed_degrade", "pfc_storm", "error_burst", "miswire",
                "switch_unreachable", "reboot", "snmp_slow")  # fmt: skip
-BENIGN_KINDS = ("flap_once", "pfc_burst", "collector_restart", "planned_reboot")
+BENIGN_KINDS = ("flap_once", "pfc_burst", "collector_restart", "planned_reboot", "fec_burst", "dirty_connector",
+                "db_blip")  # fmt: skip
 #: A footprint that conflicts with every other: the event touches the whole fabric.
 EVERYWHERE = "*"
 
@@ -205,7 +208,7 @@ def _near(places: _Places, at: frozenset[str]) -> frozenset[str]:
 
 
 def _benign(places: _Places, rng: random.Random, kind: str, id_: str) -> Planned:
-    if kind == "collector_restart":
+    if kind in ("collector_restart", "db_blip"):
         return Planned(id_, kind, True, {"kind": kind}, frozenset({EVERYWHERE}), must_detect=False,
                        footprint=frozenset({EVERYWHERE}))  # fmt: skip
     if kind == "planned_reboot":
@@ -220,6 +223,10 @@ def _benign(places: _Places, rng: random.Random, kind: str, id_: str) -> Planned
         spec = {"kind": "link_flap", "switch": p.switch, "port": p.name, "period_s": 1.0, "count": 1}
     elif kind == "pfc_burst":
         spec = {"kind": "pfc_storm", "switch": p.switch, "port": p.name, "rate_pps": 20000}
+    elif kind == "fec_burst":
+        spec = {"kind": "fec_burst", "switch": p.switch, "port": p.name, "duration_s": 10.0}
+    elif kind == "dirty_connector":
+        spec = {"kind": "dirty_connector", "switch": p.switch, "port": p.name, "loss_db": 2.0}
     else:
         raise ValueError(f"unknown benign kind {kind!r}")
     return Planned(id_, kind, True, spec, at, must_detect=False, footprint=at | _near(places, at))

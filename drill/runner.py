@@ -167,6 +167,16 @@ async def _drill_against(opts: DrillOptions, sim: RemoteSim, receiver: Receiver,
     return DrillResult(opts, fabric.gpus, len(fabric.switches), result, events, seen, elapsed)
 
 
+async def _cut_sessions(pool: Any) -> None:
+    """A database blip: every other session to the drill's database ended at once, as a failover or
+    a server restart ends them (the writers, the analyzer's leader lock and its rounds reconnect)."""
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
 async def _jobs(pool: Any, fabric: Fabric) -> None:
     """One training job per group of servers (a full cluster), so storms have jobs to checkpoint."""
     by_group: dict[int, list[str]] = {}
@@ -267,6 +277,8 @@ class _Drill:
         fault_id: str | None = None
         if ev.kind == "collector_restart":
             await self.collector.restart()
+        elif ev.kind == "db_blip":
+            await _cut_sessions(self.collector.pool)
         else:
             if ev.kind == "planned_reboot":  # announced first, as a site does: a window over the switch
                 await self._window(str(ev.spec["switch"]), 5 + limit + 4 * interval)
@@ -275,7 +287,9 @@ class _Drill:
             if applied.get("swapped_with"):  # a cable swap: the other server's GPU moved too
                 hosts = hosts | {str(applied["swapped_with"]).partition(":")[0]}
         if ev.benign:
-            hold = {"flap_once": 2.0, "pfc_burst": 0.8 * interval, "planned_reboot": 5 + 4 * interval}.get(ev.kind, 0.0)
+            holds = {"flap_once": 2.0, "pfc_burst": 0.8 * interval, "planned_reboot": 5 + 4 * interval,
+                     "fec_burst": float(ev.spec.get("duration_s", 0.0)), "dirty_connector": 6 * interval}  # fmt: skip
+            hold = holds.get(ev.kind, 0.0)
             await asyncio.sleep(hold)
         elif ev.must_detect:
             await self._until(lambda: self._named(ev, start), limit)
