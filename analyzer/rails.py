@@ -116,8 +116,14 @@ async def check_rail_capacity(conn: Connection, ctx: CheckContext) -> list[Findi
 
 
 def rail_loads(fabric: Fabric, snap: Snapshot) -> dict[int, float]:
-    """Per rail: traffic to and from its GPUs (leaf down-ports, in + out), Gbit/s."""
+    """Per rail: traffic to and from its GPUs (leaf down-ports, in + out), Gbit/s.
+
+    A rail with a cabled GPU-facing port missing from the window, or up without a rate yet (a
+    collector's first sample after it started), is left out: its load is unknown, not zero, and
+    a straggler is never read from a silence.
+    """
     loads: dict[int, float] = {}
+    unknown: set[int] = set()
     for name, sw in fabric.switches.items():
         if sw.role is not Role.LEAF or sw.rail is None:
             continue
@@ -126,10 +132,12 @@ def rail_loads(fabric: Fabric, snap: Snapshot) -> dict[int, float]:
             if p.peer is None or p.direction != "down":
                 continue
             now = snap.get((name, p.name))
-            if now is not None:
-                total += ((now.in_bps or 0.0) + (now.out_bps or 0.0)) / 1e9
+            if now is None or (now.oper_up is not False and now.in_bps is None and now.out_bps is None):
+                unknown.add(sw.rail)
+                continue
+            total += ((now.in_bps or 0.0) + (now.out_bps or 0.0)) / 1e9
         loads[sw.rail] = total
-    return loads
+    return {rail: load for rail, load in loads.items() if rail not in unknown}
 
 
 async def check_rail_load(conn: Connection, ctx: CheckContext) -> list[Finding]:

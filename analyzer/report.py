@@ -67,7 +67,7 @@ def build_report(
                 "bottleneck": c.bottleneck,
                 "bottleneck_fraction": round(c.bottleneck_fraction, 4),
                 "asymmetry": round(best - c.bottleneck_fraction, 4),
-                "load_gbps": round(loads.get(c.rail, 0.0), 1),
+                "load_gbps": round(load, 1) if (load := loads.get(c.rail)) is not None else None,
             }
             for c in caps
         ],

@@ -131,7 +131,8 @@ class FabricCollector(Collector):
                 fams["capacity"].add_metric(rail, float(r["live_gbps"]) / design)
             fams["bottleneck"].add_metric(rail, float(r["bottleneck_fraction"]))
             fams["live"].add_metric(rail, float(r["live_gbps"]))
-            fams["load"].add_metric(rail, float(r.get("load_gbps") or 0.0))
+            if r.get("load_gbps") is not None:  # unknown (a leaf unreported): no sample, not a zero
+                fams["load"].add_metric(rail, float(r["load_gbps"]))
         for rail_no, ratio in sorted(cache.verdict.rail_pfc.items()):
             fams["pfc"].add_metric([str(rail_no)], ratio)
         yield from fams.values()
