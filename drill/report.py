@@ -41,6 +41,17 @@ def report_dict(result: DrillResult) -> dict[str, Any]:
         "deliveries_per_fault": s.deliveries_per_fault,
         "false_drains": s.false_drains,
         "false_checkpoints": s.false_checkpoints,
+        "by_kind": {
+            kind: {
+                "faults": k.faults,
+                "found": k.detected,
+                "of": k.must_detect,
+                "localized": k.localized,
+                "detection_s": pcts(k.detection_s),
+                "deliveries_per_fault": k.deliveries / len(k.detection_s) if k.detection_s else None,
+            }
+            for kind, k in sorted(s.by_kind.items())
+        },
         "goals": [asdict(g) for g in result.goals],
         "missed": [asdict(f) for f in s.misses],
         "false_incidents": [asdict(f) for f in s.false_incidents],
@@ -91,6 +102,22 @@ def goals_table(result: DrillResult) -> Table:
     s = result.score
     t.caption = (f"{s.incidents} incidents sent; {len(s.misses)} missed, {len(s.false_incidents)} false, "
                  f"{len(s.missed_actions)} missed actions; {result.elapsed_s:.0f} s")  # fmt: skip
+    return t
+
+
+def kinds_table(result: DrillResult) -> Table:
+    """Per fault kind: found, localized, detection p50/p95 (seconds): where the figures come from."""
+    t = Table(title="by fault kind", title_justify="left")
+    for col in ("kind", "found", "localized", "detection p50 s", "p95 s", "deliveries"):
+        t.add_column(col)
+
+    def num(x: float | None) -> str:
+        return "—" if x is None else f"{x:.1f}"
+
+    for kind, k in sorted(result.score.by_kind.items()):
+        per = k.deliveries / len(k.detection_s) if k.detection_s else None
+        t.add_row(kind, f"{k.detected}/{k.must_detect}", f"{k.localized}/{len(k.detection_s)}",
+                  num(percentile(k.detection_s, 50)), num(percentile(k.detection_s, 95)), num(per))  # fmt: skip
     return t
 
 

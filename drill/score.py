@@ -113,6 +113,8 @@ class Score:
     missed_actions: list[Finding] = field(default_factory=list)
     #: event id → the incident fingerprint matched to it
     pairs: dict[str, str] = field(default_factory=dict)
+    #: fault kind → how it fared (where misses and slow detections come from)
+    by_kind: dict[str, KindFigures] = field(default_factory=dict)
 
     @property
     def precision(self) -> float:
@@ -130,6 +132,18 @@ class Score:
     @property
     def deliveries_per_fault(self) -> float:
         return self.deliveries / len(self.pairs) if self.pairs else 0.0
+
+
+@dataclass(slots=True)
+class KindFigures:
+    """One fault kind's share of a score: injected, found, localized, detection times."""
+
+    faults: int = 0
+    must_detect: int = 0
+    detected: int = 0
+    localized: int = 0
+    detection_s: list[float] = field(default_factory=list)
+    deliveries: int = 0
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -248,6 +262,14 @@ def _unmatched(inc: Seen, cands: Sequence[Injected]) -> Finding:
 
 def _per_fault(s: Score, e: Injected, inc: Seen | None) -> None:
     """A fault's detection, localization, times and action."""
+    kind = s.by_kind.setdefault(e.kind, KindFigures())
+    kind.faults += 1
+    kind.must_detect += e.must_detect
+    if inc is not None:
+        kind.detected += e.must_detect
+        kind.localized += localizes(inc, e)
+        kind.detection_s.append(inc.fired_s - e.start_s)
+        kind.deliveries += inc.deliveries
     if inc is None:
         if e.must_detect:
             s.misses.append(Finding("miss", e.id, None, f"{e.kind} {_where(e)}: no incident"))

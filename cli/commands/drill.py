@@ -26,7 +26,7 @@ from cli.service import scratch_dsn
 from config.errors import ConfigError
 from drill.campaign import BENIGN_KINDS, FAULT_KINDS
 from drill.goals import DEFAULT_GOALS, load_goals
-from drill.report import finding_lines, goals_table, report_dict
+from drill.report import finding_lines, goals_table, kinds_table, report_dict
 from drill.runner import DrillOptions, DrillResult, run_drill
 from fabric.naming import NAMINGS
 
@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         out = Console()
         out.print(goals_table(result))
+        out.print(kinds_table(result))
         for line in finding_lines(result):
             out.print(line, markup=False, highlight=False)
     return 0 if result.ok else 1

@@ -44,6 +44,18 @@ def test_a_fault_found_at_its_port_with_its_action_is_precise_recalled_and_local
     assert s.pairs == {"f1": "a"}
 
 
+def test_each_fault_kind_is_figured_apart() -> None:
+    link = seen("a", "link_outage", {"switch": "lf-g1-r4", "port": "et-0/0/3:0", "server": "srv-g1-004"}, 17.5,
+                actions=drained("srv-g1-004"), resolved=44.0)  # fmt: skip
+    drift = seen("b", "oversubscription_drift", {"switch": "lf-g2-r1", "port": None}, 22.0)
+    s = score([LINK, UPLINK, MISWIRE], [link, drift], grace_s=6)
+    down, miswire = s.by_kind["link_down"], s.by_kind["miswire"]
+    assert (down.faults, down.detected, down.must_detect, down.localized) == (2, 2, 2, 1)
+    assert down.detection_s == [7.5, 10.0] and down.deliveries == 3
+    assert (miswire.faults, miswire.detected, miswire.detection_s) == (1, 0, [])
+    assert sum(k.detected for k in s.by_kind.values()) == s.detected
+
+
 def test_either_end_of_the_cable_localizes_it_and_the_switch_alone_does_not() -> None:
     far_end = seen("a", "link_outage", {"switch": "sp-r1-3", "port": "Ethernet2/1"}, 15.0)
     assert score([UPLINK], [far_end], grace_s=6).localization == 1.0
