@@ -54,6 +54,7 @@ from collector.gnmi_values import (
     UNKNOWN_PATH,
     WRONG_TYPE,
     Bad,
+    Response,
     flatten,
     path_elems,
     scalar,
@@ -76,6 +77,8 @@ LIST_KEYS: dict[str, tuple[str, ...]] = {
 }
 #: The most keys (ports) one SONiC table answer may carry; more are skipped and counted.
 MAX_KEYS = 4096
+_MAX_PATHS = 200_000  # cached path bytes per stream (a switch has ~10 leaves per port)
+_MAX_KEY = 1024  # bytes of a path kept as a cache key
 _SONIC_TABLES = ("COUNTERS", "TRANSCEIVER_DOM_SENSOR", "TRANSCEIVER_DOM_THRESHOLD")
 Row = FecSample | DomSample
 Hashes = dict[str, dict[str, Any]]
@@ -120,6 +123,8 @@ class OpticsDecoder:
         self._oc = OpenConfigOptics(switch, invalid)
         self._sonic = SonicOptics(switch, invalid)
         self._limits: Hashes = {}
+        self._paths: dict[bytes, tuple[Elem, ...]] = {}
+        self._last: tuple[int, datetime] = (-1, datetime.fromtimestamp(0, tz=UTC))
 
     pending = False  # each Notification is decoded whole: nothing waits for a group to close
 
@@ -161,7 +166,7 @@ class OpticsDecoder:
             self._count(OVERSIZE, 1)
             return False
         try:
-            resp = gnmi_pb2.SubscribeResponse.FromString(raw)
+            resp = Response.FromString(raw)  # prefix and updates as bytes: paths resolved once, cached
         except DecodeError:
             self._count(MALFORMED, 1)
             return False
@@ -171,21 +176,62 @@ class OpticsDecoder:
         return bool(resp.sync_response)
 
     def _at(self, ts: int) -> datetime:
+        """The sample time of a Notification: its own, unless out of bounds (then receive time)."""
         now = time.time_ns()
         if ts <= 0 or abs(ts - now) > self._skew_ns:
             ts = now
-        return datetime.fromtimestamp(ts / 1e9, tz=UTC)
+        if ts != self._last[0]:  # a sample's Notifications share their timestamp
+            self._last = (ts, datetime.fromtimestamp(ts / 1e9, tz=UTC))
+        return self._last[1]
+
+    def _elems(self, raw: bytes) -> tuple[Elem, ...]:
+        """A serialized Path's elements, cached by its bytes (DecodeError when malformed)."""
+        found = self._paths.get(raw)
+        if found is None:
+            found = path_elems(gnmi_pb2.Path.FromString(raw))
+            if len(raw) <= _MAX_KEY:
+                if len(self._paths) >= _MAX_PATHS:
+                    self._paths.clear()
+                self._paths[raw] = found
+        return found
+
+    def _update(self, u: bytes) -> tuple[tuple[Elem, ...], Any]:
+        """(path elements, value) of one Update's bytes: ``{path, val}`` split here, the rest parsed."""
+        n = len(u)
+        if n > 4 and u[0] == 0x0A and u[1] < 0x80:
+            j = u[1] + 2
+            if j + 2 <= n and u[j] == 0x1A and u[j + 1] == n - j - 2:
+                return self._elems(u[2:j]), self._value(gnmi_pb2.TypedValue.FromString(u[j + 2 :]))
+        upd = gnmi_pb2.Update.FromString(u)
+        if not upd.HasField("val"):
+            raise Bad(WRONG_TYPE)  # a path without a value (or with the deprecated Value)
+        return path_elems(upd.path), self._value(upd.val)
 
     def _notification(self, note: Any) -> None:
         self.notifications += 1
         at = self._at(note.timestamp)
-        prefix = path_elems(note.prefix)
+        try:
+            prefix = self._elems(note.prefix)
+        except DecodeError:
+            self._count(MALFORMED, 1)
+            return
+        updates: list[tuple[tuple[Elem, ...], Any]] = []
+        for u in note.update:
+            try:
+                rel, value = self._update(u)
+            except DecodeError:
+                self._count(MALFORMED, 1)
+                continue
+            except Bad as bad:
+                self._count(bad.args[0], 1)
+                continue
+            updates.append((prefix + rel, value))
         if self.schema == "sonic":
-            batch = self._sonic_batch(at, prefix, note.update)
+            batch = self._sonic_batch(at, updates)
         else:
             leaves: list[tuple[tuple[Elem, ...], Any]] = []
-            for u in note.update:
-                self._leaves(prefix + path_elems(u.path), u.val, leaves)
+            for elems, value in updates:
+                self._leaves(elems, value, leaves)
             self.values += len(leaves)
             batch = self._oc.decode(at, leaves)
         self.ready_ports.extend(batch.fec)
@@ -209,24 +255,23 @@ class OpticsDecoder:
             raise Bad(WRONG_TYPE)
         return v
 
-    def _leaves(self, elems: tuple[Elem, ...], val: Any, out: list[tuple[tuple[Elem, ...], Any]]) -> None:
+    def _leaves(self, elems: tuple[Elem, ...], value: Any, out: list[tuple[tuple[Elem, ...], Any]]) -> None:
+        if not isinstance(value, dict | list):
+            out.append((elems, value))
+            return
         try:
-            value = self._value(val)
-            if isinstance(value, dict | list):
-                flatten(elems, value, LIST_KEYS, out)
-            else:
-                out.append((elems, value))
+            flatten(elems, value, LIST_KEYS, out)
         except Bad as bad:
             self._count(bad.args[0], 1)
 
     # -- SONiC ------------------------------------------------------------------------------
 
-    def _sonic_batch(self, at: datetime, prefix: tuple[Elem, ...], updates: Sequence[Any]) -> OpticsBatch:
+    def _sonic_batch(self, at: datetime, updates: Sequence[tuple[tuple[Elem, ...], Any]]) -> OpticsBatch:
         tables: dict[str, Hashes] = {t: {} for t in _SONIC_TABLES}
-        for u in updates:
-            names = [n for n, _ in prefix + path_elems(u.path)]
+        for elems, value in updates:
+            names = [n for n, _ in elems]
             try:
-                self._sonic_update(names, self._value(u.val), tables)
+                self._sonic_update(names, value, tables)
             except Bad as bad:
                 self._count(bad.args[0], 1)
         limits = tables["TRANSCEIVER_DOM_THRESHOLD"]

@@ -85,12 +85,16 @@ class _Fec:
     pre_fec_ber: float | None = None
     post_fec_ber: float | None = None
     bins: dict[int, int] = field(default_factory=dict)
+    raw_ber: float | None = None  # Cumulus: the worst lane's raw (pre-FEC) BER
 
     def sample(self, at: datetime, switch: str, port: str) -> FecSample | None:
-        bins = tuple(self.bins[i] for i in range(BINS)) if len(self.bins) == BINS else None
+        bins = tuple(self.bins[i] for i in range(BINS)) if all(i in self.bins for i in range(BINS)) else None
+        corrected = self.corrected
+        if corrected is None and bins is not None:  # Cumulus has no such counter: its histogram says
+            corrected = sum(bins[1:])
+        pre = self.pre_fec_ber if self.pre_fec_ber is not None else self.raw_ber
         s = FecSample(
-            at, switch, port, self.corrected, self.uncorrectable, self.symbol_errors,
-            self.pre_fec_ber, self.post_fec_ber, bins,
+            at, switch, port, corrected, self.uncorrectable, self.symbol_errors, pre, self.post_fec_ber, bins,
         )  # fmt: skip
         return s if any(v is not None for v in s[3:]) else None
 
@@ -142,7 +146,7 @@ _OC_THRESHOLD = {
 
 
 def _names(elems: tuple[Elem, ...]) -> tuple[str, ...]:
-    return tuple(name for name, _ in elems)
+    return tuple([name for name, _ in elems])
 
 
 def _key(elem: Elem, key: str) -> str | None:
@@ -187,7 +191,11 @@ class OpenConfigOptics:
         names = _names(elems)
         if len(names) >= 3 and names[:2] == ("interfaces", "interface"):
             port = _key(elems[1], "name")
-            if port is not None:
+            if port is None:
+                return
+            if names[2] == "phy":
+                _cumulus_phy(elems[2:], names[2:], value, fec.setdefault(port, _Fec()))
+            else:
                 self._interface(port, names[2:], value, fec)
         elif len(names) >= 4 and names[:2] == ("components", "component"):
             component = _key(elems[1], "name")
@@ -206,6 +214,34 @@ class OpenConfigOptics:
 
 
 _OC_BER = (("ethernet", "state", "pre-fec-ber", "instant"), ("ethernet", "state", "post-fec-ber", "instant"))
+
+#: Cumulus Linux 5.15's ``/interfaces/interface[name]/phy/...`` (NVIDIA's own, not OpenConfig).
+_CUMULUS_COUNTERS = {
+    ("phy", "fec", "state", "rs-fec-uncorrectable-blocks"): "uncorrectable",
+    ("phy", "state", "symbol-errors"): "symbol_errors",
+}
+_CUMULUS_BIN = ("phy", "histograms", "state", "rs-num-corr-err", "count")
+_CUMULUS_RAW_BER = ("phy", "channels", "channel", "ber", "state", "raw-ber")
+_CUMULUS_EFFECTIVE_BER = ("phy", "ber", "state", "effective-ber")
+
+
+def _cumulus_phy(elems: tuple[Elem, ...], rest: tuple[str, ...], value: Any, f: _Fec) -> None:
+    """Cumulus's FEC leaves: uncorrectable blocks, symbol errors, the effective (post-FEC) BER, each
+    lane's raw (pre-FEC) BER, and the histogram of codewords by corrected symbol errors
+    (``rs-num-corr-err[upper-boundary=k]/count``: bin k as SONiC's S<k> where k is 0..15; other
+    boundaries are not that histogram and are passed over). Other ``phy`` leaves are not read."""
+    field_name = _CUMULUS_COUNTERS.get(rest)
+    if field_name is not None:
+        setattr(f, field_name, to_uint(value))
+    elif rest == _CUMULUS_BIN:
+        bound = _key(elems[3], "upper-boundary") or ""
+        if bound.isascii() and bound.isdigit() and len(bound) <= 2 and int(bound) < BINS:
+            f.bins[int(bound)] = to_uint(value)
+    elif rest == _CUMULUS_RAW_BER:
+        ber = bounded(value, "ber")
+        f.raw_ber = ber if f.raw_ber is None else max(f.raw_ber, ber)
+    elif rest == _CUMULUS_EFFECTIVE_BER:
+        f.post_fec_ber = bounded(value, "ber")
 
 
 def _component(elems: tuple[Elem, ...], rest: tuple[str, ...], value: Any, d: _Dom) -> None:

@@ -116,18 +116,28 @@ def sonic_tables(readings: list[OpticReading]) -> tuple[dict[str, dict[str, str]
 
 #: The OpenConfig families of link health, and the SONiC ones.
 OPENCONFIG_OPTICS = (Family.OPTICS_INTERFACES, Family.OPTICS_COMPONENTS)
+#: What a Cumulus switch serves besides: its ``phy`` FEC leaves and FEC histogram.
+CUMULUS_OPTICS = (*OPENCONFIG_OPTICS, Family.OPTICS_CUMULUS)
 SONIC_OPTICS = (Family.SONIC_FEC, Family.SONIC_DOM, Family.SONIC_DOM_LIMITS)
-OPTICS_FAMILIES = frozenset(OPENCONFIG_OPTICS + SONIC_OPTICS)
+OPTICS_FAMILIES = frozenset(CUMULUS_OPTICS + SONIC_OPTICS)
 
 #: The keyed list element of each OpenConfig optics root (interface name, component name).
 OPTICS_ROOTS: dict[Family, tuple[PElem, ...]] = {
     Family.OPTICS_INTERFACES: (PElem("interfaces"), PElem("interface", (("name", "*"),))),
     Family.OPTICS_COMPONENTS: (PElem("components"), PElem("component", (("name", "*"),))),
+    Family.OPTICS_CUMULUS: (PElem("interfaces"), PElem("interface", (("name", "*"),))),
 }
 
 _T = "transceiver/thresholds/threshold[severity=openconfig-alarm-types:{}]/state/{}"
 _CH = "transceiver/physical-channels/channel[index=1]/state/{}/instant"
 _Getter = Callable[[OpticReading], Any]
+
+
+def _bin(k: int) -> _Getter:
+    def get(r: OpticReading) -> Any:
+        return r.fec_bins[k]
+
+    return get
 
 
 def _limit(name: str) -> _Getter:
@@ -158,6 +168,18 @@ _OC: dict[Family, tuple[tuple[str, Kind, bool, _Getter], ...]] = {
         (_T.format("CRITICAL", "laser-bias-current-upper"), Kind.FLOAT, False, _limit("bias_high_critical_ma")),
     ),
 }
+
+_CUMULUS_BINS = "phy/histograms/state/rs-num-corr-err[upper-boundary={}]/count"
+#: Cumulus Linux 5.15's phy leaves (NVIDIA's gNMI metrics; raw-ber per lane, one lane here).
+_OC[Family.OPTICS_CUMULUS] = (
+    ("phy/fec/state/rs-fec-no-error-blocks", Kind.UINT, False, _bin(0)),
+    ("phy/fec/state/rs-fec-single-error-blocks", Kind.UINT, False, _bin(1)),
+    ("phy/fec/state/rs-fec-uncorrectable-blocks", Kind.UINT, False, lambda r: r.fec_uncorrectable),
+    ("phy/state/symbol-errors", Kind.UINT, False, lambda r: r.symbol_errors),
+    ("phy/ber/state/effective-ber", Kind.FLOAT, False, lambda r: r.post_fec_ber),
+    ("phy/channels/channel[id=1]/ber/state/raw-ber", Kind.FLOAT, False, lambda r: r.pre_fec_ber),
+    *((_CUMULUS_BINS.format(k), Kind.UINT, False, _bin(k)) for k in range(16)),
+)
 
 #: SONiC field names per family (COUNTERS FEC fields; STATE_DB DOM tables), in JSON order.
 SONIC_FIELDS: dict[Family, tuple[str, ...]] = {
@@ -200,10 +222,11 @@ OPTICS_LEAVES: dict[Family, tuple[Leaf, ...]] = {
 }
 
 
-def select_optics(elems: Sequence[PElem]) -> list[Selection]:
-    """What an OpenConfig request path selects among the optics leaves ([] when nothing)."""
+def select_optics(elems: Sequence[PElem], families: Sequence[Family] = OPENCONFIG_OPTICS) -> list[Selection]:
+    """What an OpenConfig request path selects among the optics leaves of ``families`` ([]: nothing)."""
     found: dict[tuple[Family, str | None], list[int]] = {}
-    for family, root in OPTICS_ROOTS.items():
+    for family in families:
+        root = OPTICS_ROOTS[family]
         for index, leaf in enumerate(OPTICS_LEAVES[family]):
             binds = match_template(tuple(elems), root + leaf.rel, len(root) - 1)
             if binds is not None:

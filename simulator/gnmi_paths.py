@@ -159,6 +159,7 @@ class Family(Enum):
     # Link health (simulator.gnmi_optics): rendered from transceiver readings, not port rows
     OPTICS_INTERFACES = "optics-interfaces"  # /interfaces/interface[name]: FEC, BER, state/transceiver
     OPTICS_COMPONENTS = "optics-components"  # /components/component[name]: DOM and thresholds
+    OPTICS_CUMULUS = "optics-cumulus"  # /interfaces/interface[name]/phy: Cumulus's FEC, BER, histogram
     SONIC_FEC = "sonic-fec"  # COUNTERS_DB COUNTERS/<port>/SAI_PORT_STAT_IF_IN_FEC_*
     SONIC_DOM = "sonic-dom"  # STATE_DB TRANSCEIVER_DOM_SENSOR/<port>
     SONIC_DOM_LIMITS = "sonic-dom-limits"  # STATE_DB TRANSCEIVER_DOM_THRESHOLD/<port>

@@ -31,7 +31,14 @@ from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
-from simulator.gnmi_optics import OPTICS_LEAVES, OpticsRenderer, SonicOpticsRenderer, select_optics
+from simulator.gnmi_optics import (
+    CUMULUS_OPTICS,
+    OPENCONFIG_OPTICS,
+    OPTICS_LEAVES,
+    OpticsRenderer,
+    SonicOpticsRenderer,
+    select_optics,
+)
 from simulator.gnmi_paths import (
     IF_FIELDS,
     LEAVES,
@@ -105,6 +112,8 @@ class Shape:
     offsets: Mapping[Family, int] = {}
     #: Whether ON_CHANGE interface state is re-sent, unchanged, between samples.
     status_heartbeat = False
+    #: The link-health families it serves (simulator.gnmi_optics).
+    optics_families: tuple[Family, ...] = OPENCONFIG_OPTICS
 
     def __init__(self, nos: Nos, renderer: Renderer, layout: Layout | None = None) -> None:
         self.nos = nos
@@ -116,7 +125,7 @@ class Shape:
     def selections(self, prefix: Any, path: Any) -> list[Selection]:
         """What ``prefix`` + ``path`` selects; raises PathError / UnknownPathError."""
         elems = path_elems(prefix) + path_elems(path)
-        optics = select_optics(elems)
+        optics = select_optics(elems, self.optics_families)
         try:
             found = select(elems)
         except UnknownPathError:
@@ -154,6 +163,15 @@ class Shape:
         if found is None:
             found = self._targets[target] = prefix_field(path_bytes((), target))
         return found, path_bytes(interface_elems(family, port))
+
+
+class CumulusShape(Shape):
+    """NVIDIA Cumulus Linux: OpenConfig, plus its own ``phy`` FEC leaves and FEC histogram (5.15)."""
+
+    optics_families = CUMULUS_OPTICS
+
+    def __init__(self, renderer: Renderer) -> None:
+        super().__init__(Nos.CUMULUS, renderer)
 
 
 class EosShape(Shape):
@@ -226,7 +244,7 @@ def make_shapes(renderer: Renderer) -> dict[Nos, Shape]:
     """One shape per NOS, sharing the server's OpenConfig renderer (and its caches)."""
     return {
         Nos.OPENCONFIG: Shape(Nos.OPENCONFIG, renderer),
-        Nos.CUMULUS: Shape(Nos.CUMULUS, renderer),
+        Nos.CUMULUS: CumulusShape(renderer),
         Nos.EOS: EosShape(renderer),
         Nos.XR: XrShape(renderer),
         Nos.SONIC: SonicShape(renderer),

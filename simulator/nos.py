@@ -10,7 +10,8 @@ NOS         gNMI wire form                                                      
 ==========  ========================================================================  ============
 openconfig  one Notification per interface and family (prefix ``/interfaces/           openconfig
             interface[name=X]``, relative leaves); all at one timestamp (the default)
-cumulus     the same, PFC in the NVIDIA Cumulus ``/qos`` family (as openconfig)        openconfig
+cumulus     the same, PFC in the NVIDIA Cumulus ``/qos`` family (as openconfig); FEC    openconfig
+            also in its ``/interfaces/interface/phy`` leaves and histogram            (or cumulus)
 eos         one Notification per container (``.../state/counters``, ``.../state``,      eos
             ``.../ethernet/state``) with relative leaves; PFC in its own Notification
             stamped 10 ms later; ON_CHANGE interface state re-sent (unchanged, new
@@ -81,7 +82,7 @@ MIXED: tuple[Nos, ...] = (Nos.OPENCONFIG, Nos.EOS, Nos.SONIC, Nos.XR, Nos.CUMULU
 #: The collector profile (``collector/profiles/<name>.yaml``) that decodes each shape.
 PROFILES: dict[Nos, str] = {
     Nos.OPENCONFIG: "openconfig",
-    Nos.CUMULUS: "openconfig",
+    Nos.CUMULUS: "openconfig",  # its phy FEC paths: the ``cumulus`` profile (5.15+), chosen by hand
     Nos.EOS: "eos",
     Nos.SONIC: "sonic",
     Nos.XR: "xr",

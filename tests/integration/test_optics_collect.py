@@ -5,7 +5,9 @@ one port of an OpenConfig switch and one of a SONiC switch get an ``optic_degrad
 CollectorService subscribes to each profile's ``optics`` paths (FEC at the counter interval, DOM
 at ``collector.dom_interval_s``, both 1 s here) and the rows land in ``transceiver_dom`` and
 ``port_fec`` through the pipeline's writers: rx power falls as the simulator says it does, on the
-interface the device maps the transceiver to, and FEC counters (with SONiC's bins) grow.
+interface the device maps the transceiver to, and FEC counters (with SONiC's bins) grow. The
+Cumulus switches are collected with the ``cumulus`` profile: their ``phy`` FEC leaves and FEC
+histogram give the bins too.
 """
 
 from __future__ import annotations
@@ -86,9 +88,13 @@ async def test_optic_degrade_reaches_transceiver_dom_and_port_fec_from_openconfi
             nos=sim.devices.assignment(),
         )
         data["collector"]["dom_interval_s"] = 1.0
+        # Cumulus switches with the cumulus profile (5.15+ phy FEC leaves and FEC histogram)
+        shapes = sim.devices.assignment()
+        cumulus = [s for s, n in shapes.items() if n is Nos.CUMULUS]
+        plain = next(t for t in data["targets"] if t["protocol"] == "gnmi" and "profile" not in t)
+        data["targets"].insert(0, {**plain, "switches": cumulus, "profile": "cumulus"})
         data["database"] = {"writer": {"flush_interval_s": 0.2, "spool_dir": str(tmp_path / "spool")}}
         config = Config.model_validate(data)
-        shapes = sim.devices.assignment()
         oc = next(s for s, n in shapes.items() if n is Nos.OPENCONFIG and s.startswith("lf-"))
         sonic = next(s for s, n in shapes.items() if n is Nos.SONIC and s.startswith("lf-"))
         places = [(oc, "swp1"), (sonic, "swp2")]
@@ -124,6 +130,9 @@ async def test_optic_degrade_reaches_transceiver_dom_and_port_fec_from_openconfi
             got = dict(await pool.fetch(f"SELECT switch, count(DISTINCT port) FROM {table} GROUP BY switch"))
             cabled = {s: sum(p.peer is not None for p in fabric.ports(s)) for s in shapes}
             assert got == cabled, table
+        # Cumulus: its histogram reaches port_fec (S0..S15), corrected codewords taken from it
+        bins = await pool.fetch("SELECT bins, corrected FROM port_fec WHERE switch = ANY($1::text[])", cumulus)
+        assert bins and all(len(r["bins"]) == 16 and r["corrected"] == sum(r["bins"][1:]) for r in bins)
         assert invalid == {}
     finally:
         await pool.close()
