@@ -57,9 +57,11 @@ from datetime import timedelta
 from typing import Literal, TypedDict
 
 from analyzer.config import AlertsConfig
+from analyzer.evidence import DegradingEvidence, MiswireEvidence, OutageEvidence, StaleEvidence
 from analyzer.findings import SEVERITY_ORDER, Severity
 from analyzer.incident_model import Incident, with_decision
 from analyzer.links import link_end
+from analyzer.rules import CUTS_PATH, evidence_of
 from analyzer.slo import efficiency_loss
 from fabric.model import Endpoint, Fabric, Role
 from store.db import Connection
@@ -184,7 +186,7 @@ def _severity(incident: Incident, v: _Verdict) -> Severity:
 
 def _by_loss(incident: Incident, policy: ActionPolicy, loss: float) -> _Verdict:
     servers = incident.scope.servers
-    interrupt = max([0.0, *(_number(f.details.get("interruption_probability")) for f in incident.findings)])
+    interrupt = max([0.0, *(evidence_of(f).interruption_probability for f in incident.findings)])
     if loss >= policy.checkpoint_efficiency_loss:
         return _Verdict("checkpoint", servers, f"the jobs under it lose {loss:.1%} of their training speed")
     if interrupt >= policy.checkpoint_interruption_probability:
@@ -221,7 +223,7 @@ def _link(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdict:
     host = host_of(fabric, switch, port)
     soon = _failing_soon(incident, policy)
     if host is None:  # an uplink: ECMP carries around it; the efficiency model decides
-        down = any(f.rule in ("link_outage", "link_flapping") for f in incident.findings)
+        down = any(f.rule in CUTS_PATH for f in incident.findings)
         if soon and not down:
             v = _by_loss(incident, policy, max(incident.efficiency_loss, uplink_loss(fabric, switch, 1)))
             return _Verdict(v.action, v.hosts, f"{soon}; once it fails, {v.reason}")
@@ -229,13 +231,12 @@ def _link(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdict:
     if "link_flapping" in rules:
         return _Verdict("drain", (host,), f"{host}'s NIC link keeps flapping: NCCL times out on it")
     outage = next((f for f in incident.findings if f.rule == "link_outage"), None)
-    if outage is not None and outage.details.get("down_now") is not False:
+    ev = evidence_of(outage) if outage is not None else None
+    if outage is not None and isinstance(ev, OutageEvidence) and not ev.up_again:
         if outage.severity == "critical":
             return _Verdict("drain", (host,), f"{host} lost its only path on the rail (its NIC link is down)")
         return _Verdict("observe", (host,), "a server link down for less than the fatal outage", pending=True)
-    if outage is not None and _number(outage.details.get("longest_completed_s")) >= _number(
-        outage.details.get("fatal_outage_s", math.inf)
-    ):
+    if isinstance(ev, OutageEvidence) and ev.longest_completed_s >= ev.fatal_outage_s:
         # up again, but it was down long enough to kill the job on it: the same drain whenever we look
         return _Verdict("drain", (host,), f"{host}'s NIC link was down past the fatal outage; up again")
     if soon:
@@ -249,27 +250,19 @@ def _link(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdict:
 def _failing_soon(incident: Incident, policy: ActionPolicy) -> str:
     """Why, when and how sure, if a ``link_degrading`` finding predicts failure within the lead."""
     f = next((f for f in incident.findings if f.rule == "link_degrading"), None)
-    ttf = None if f is None else f.details.get("time_to_failure_s")
-    if f is None or not isinstance(ttf, int | float) or ttf > policy.checkpoint_lead_s:
+    ev = evidence_of(f) if f is not None else None
+    if f is None or not isinstance(ev, DegradingEvidence) or ev.time_to_failure_s is None:
+        return ""
+    ttf = ev.time_to_failure_s
+    if ttf > policy.checkpoint_lead_s:
         return ""
     when = "" if f.observed_at is None else f" (by {(f.observed_at + timedelta(seconds=ttf)).isoformat()})"
-    return (
-        f"its {f.details.get('basis')} trend predicts the link fails in {ttf / 60:.0f} min{when}, "
-        f"{_number(f.details.get('confidence')):.0%} sure"
-    )
+    return f"its {ev.basis} trend predicts the link fails in {ttf / 60:.0f} min{when}, {ev.confidence:.0%} sure"
 
 
 def _miswire(incident: Incident, fabric: Fabric) -> _Verdict:
-    hosts = sorted(
-        {
-            str(f.details["server"])
-            for f in incident.findings
-            if f.rule == "miswire"
-            and f.details.get("expected_leaf")
-            and f.details.get("expected_leaf") != f.details.get("actual_leaf")
-            and isinstance(f.details.get("server"), str)
-        }
-    )
+    evidence = [evidence_of(f) for f in incident.findings]
+    hosts = sorted({ev.server for ev in evidence if isinstance(ev, MiswireEvidence) and ev.wrong_rail and ev.server})
     if hosts:
         return _Verdict("drain", tuple(hosts), "GPU NICs cabled to another rail's leaf: their rail path is wrong")
     return _Verdict("observe", (), "cabled to the wrong port of the right switch: the path still works")
@@ -314,22 +307,19 @@ def _links_down(incident: Incident, fabric: Fabric, name: str) -> tuple[set[tupl
     down: set[tuple[str, str]] = set()
     told = dead = False
     for f in incident.findings:
-        d = f.details
-        if f.rule == "link_outage" and ":" not in f.key:
-            for link in d.get("links", []) if isinstance(d.get("links"), list) else []:
-                if isinstance(link, dict) and link.get("down_now") and isinstance(link.get("link"), str):
-                    end = link["link"].split(" ", 1)[0].split(":", 1)
-                    down.add((end[0], end[1]))
+        ev = evidence_of(f)
+        if isinstance(ev, OutageEvidence) and ":" not in f.key:
+            down |= set(ev.links_down)
             told = True
-        elif f.rule == "link_outage" and d.get("down_now") is not False:
+        elif isinstance(ev, OutageEvidence) and not ev.up_again:
             s, p = f.key.split(":", 1)
             down.add(link_end(fabric, s, p))
             told = True
-        elif f.rule == "stale_switch" and isinstance(d.get("peer_links_down"), int):
-            if d["peer_links_down"] > 0 and not d.get("peer_links_up"):
+        elif isinstance(ev, StaleEvidence) and ev.peer_links_down is not None:
+            if ev.gone:
                 down |= {link_end(fabric, name, p.name) for p in fabric.ports(name) if p.peer is not None}
                 told = dead = True
-            elif d.get("peer_links_up"):
+            elif ev.peer_links_up:
                 told = True
         elif f.rule == "link_flapping":
             s, p = f.key.split(":", 1)
@@ -396,10 +386,3 @@ def stronger(a: str, b: str) -> str:
 def worse(a: str, b: str) -> str:
     """The worse of two severities."""
     return a if SEVERITY_ORDER.get(a, 0) >= SEVERITY_ORDER.get(b, 0) else b
-
-
-def _number(value: object) -> float:
-    """A details value as a number; anything else (missing, text, NaN) never crosses a threshold."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        return -math.inf
-    return float(value)

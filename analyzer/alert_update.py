@@ -8,33 +8,31 @@ the circuit breaker always wins, and an escalation is a rise above what receiver
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from analyzer.actions import ACTION_ORDER, Held, merge_decision, stronger, worse
 from analyzer.budget import FleetUse
 from analyzer.findings import SEVERITY_ORDER
-from analyzer.incident_memory import memory_details
 from analyzer.incident_model import Incident
 from analyzer.payloads import AlertRow, json_object, jsonable
 from store.db import Connection, Record
 
 
-def notified_servers(stored: Any, scope: Any = None) -> set[str]:
-    """The servers receivers were told a firing incident touches (``details.notified_servers``;
+def notified_servers(told: Sequence[str] | None, scope: Any = None) -> set[str]:
+    """The servers receivers were told a firing incident touches (column ``notified_servers``;
     an alert stored before it was kept: its scope's servers)."""
-    told = json_object(stored).get("notified_servers")
-    if isinstance(told, list):
+    if told is not None:
         return {str(s) for s in told}
     servers = json_object(scope).get("servers")
     return {str(s) for s in servers} if isinstance(servers, list) else set()
 
 
-def stored_fields(inc: Incident, stored: Any = None, notified: Collection[str] | None = None) -> dict[str, Any]:
-    """The stored columns of ``inc``; ``stored``: the firing alert's ``details`` before this update
-    (the links a switch incident held are kept while it fires: a later round may see fewer);
-    ``notified``: the servers receivers have been told of (its scope's when it opens)."""
+def stored_fields(inc: Incident) -> dict[str, Any]:
+    """The stored columns of ``inc`` that follow the latest evaluation. ``details`` is evidence
+    only: the root finding's, the reason and the loss; what the incident is remembered by is in
+    ``incident_memory`` (:func:`analyzer.incident_memory.memory_of`)."""
     return {
         "summary": inc.summary,
         "scope": to_json(inc.scope.as_dict()),
@@ -44,8 +42,6 @@ def stored_fields(inc: Incident, stored: Any = None, notified: Collection[str] |
                 "reason": inc.reason,
                 "efficiency_loss": inc.efficiency_loss,
                 **({"maintenance_windows": list(inc.windows)} if inc.maintenance else {}),
-                **memory_details(inc, json_object(stored)),
-                "notified_servers": sorted(inc.scope.servers if notified is None else notified),
             }
         ),
         "root_cause": to_json(inc.root_cause),
@@ -59,12 +55,13 @@ async def update_present(
     now: datetime,
     drain_limit: int | None,
     use: FleetUse | None = None,
-) -> list[tuple[AlertRow, str]]:
-    """Refresh still-present incidents in one statement; returns the ones that escalated or changed."""
+) -> tuple[list[AlertRow], list[tuple[AlertRow, str]]]:
+    """Refresh still-present incidents in one statement; returns every row updated, and the ones
+    that escalated or changed with that event."""
     if not present:
-        return []
+        return [], []
     keys = ("id", "rule", "sev", "action", "hosts", "review", "reason", "nsev", "nact", "summary", "scope",
-            "details", "root", "symptoms", "maint")  # fmt: skip
+            "details", "root", "symptoms", "maint", "told")  # fmt: skip
     cols: dict[str, list[Any]] = {k: [] for k in keys}
     events: dict[int, str] = {}
     for rec, inc in present:
@@ -88,7 +85,7 @@ async def update_present(
         severity = worse(rec["severity"], inc.severity)
         if review and not inc.needs_review:
             severity = "critical"
-        told_servers = notified_servers(rec["details"], rec["scope"])
+        told_servers = notified_servers(rec["notified_servers"], rec["scope"])
         grew = bool(set(inc.scope.servers) - told_servers)  # the blast radius reaches new hosts
         told_sev = rec["notified_severity"] or rec["severity"]
         told_act = rec["notified_action"] or rec["recommended_action"] or "observe"
@@ -105,7 +102,7 @@ async def update_present(
             events[rec["id"]] = "escalated"
         elif rec["rule"] != inc.rule or old_symptoms != new_symptoms:
             events[rec["id"]] = "changed"
-        f = stored_fields(inc, rec["details"], told_servers | set(inc.scope.servers))
+        f = stored_fields(inc)
         for key, value in (
             ("id", rec["id"]),
             ("rule", inc.rule),
@@ -122,6 +119,7 @@ async def update_present(
             ("root", f["root_cause"]),
             ("symptoms", f["symptoms"]),
             ("maint", inc.maintenance),
+            ("told", to_json(sorted(told_servers | set(inc.scope.servers)))),
         ):
             cols[key].append(value)
     rows = await conn.fetch(
@@ -131,19 +129,22 @@ async def update_present(
                   needs_review = u.review, reason = u.reason, notified_severity = u.nsev,
                   notified_action = u.nact, summary = u.summary, scope = u.scope::jsonb,
                   details = u.details::jsonb, root_cause = u.root::jsonb, symptoms = u.symptoms::jsonb,
-                  maintenance = u.maint
+                  maintenance = u.maint,
+                  notified_servers = ARRAY(SELECT jsonb_array_elements_text(u.told::jsonb))
            FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[],
                        $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-                       $16::boolean[])
+                       $16::boolean[], $17::text[])
                 AS u(id, rule, sev, action, hosts, review, reason, nsev, nact, summary, scope, details, root, symptoms,
-                     maint)
+                     maint, told)
            WHERE a.id = u.id AND a.state = 'firing'
            RETURNING a.*""",
-        *list(cols.values())[:-1],
+        *list(cols.values())[:-2],
         now,
         cols["maint"],
+        cols["told"],
     )
-    return [(AlertRow.from_record(r), events[r["id"]]) for r in rows if r["id"] in events]
+    updated = [AlertRow.from_record(r) for r in rows]
+    return updated, [(a, events[a.id]) for a in updated if a.id in events]
 
 
 def _loaded(value: Any) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ holding the firing alerts' row locks (so two analyzers take turns):
   is observed; one that outlasts its window is acted on, and that is an escalation). No
   delivery, except on **escalation**: the severity or the action rises above what receivers were
   told, review becomes needed, a drain gains hosts, or the blast radius grows (the scope reaches
-  servers receivers were not told of: ``details.notified_servers``, once per growth). One more
+  servers receivers were not told of: column ``notified_servers``, once per growth). One more
   ``alert.firing`` then carries the new state (same alert id). A change of root or symptoms
   without escalation is recorded in the timeline (``incident_events``) and sent to nobody;
 * a firing incident absent for at least ``hold_down_s`` since ``last_seen_at`` **resolves** with
@@ -42,9 +42,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from analyzer import scheduler_actions
 from analyzer.actions import ACTION_ORDER, Action, affected_jobs
@@ -53,10 +52,12 @@ from analyzer.alert_update import stored_fields, to_json, update_present
 from analyzer.budget import FleetLimits, FleetUse, awaiting_resume
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.findings import SEVERITY_ORDER
+from analyzer.incident_memory import memory_of
 from analyzer.incident_model import Incident, with_decision
 from analyzer.outbox import enqueue
-from analyzer.payloads import AlertRow, Event, alertmanager_labels, json_object
+from analyzer.payloads import AlertRow, Event, alertmanager_labels
 from store.db import Connection, Pool, Record
+from store.incident_memory import forget, remember
 from store.scheduler_actions import Policy, release_resumes
 
 __all__ = [
@@ -82,6 +83,8 @@ class SyncResult:
     pending: int = 0
     #: Scheduler actions stored (wake the executors when non-zero).
     actions: int = 0
+    #: The firing alerts once the sync is done (by id): the round's one read of them.
+    firing: tuple[AlertRow, ...] = field(default=(), repr=False)
 
 
 @dataclass(slots=True)
@@ -153,8 +156,12 @@ async def sync_alerts(
 
         # open incidents first: what they already hold is counted before a new one is admitted
         present = [(firing[fp], current[fp]) for fp in current if fp in firing]
+        after = {r["id"]: AlertRow.from_record(r) for r in rows}  # the firing alerts once this sync is done
+        remembered = [memory_of(inc, rec["id"]) for rec, inc in present]
         escalated = 0
-        for alert, event in await update_present(conn, present, now, drain_limit, use):
+        updated, events = await update_present(conn, present, now, drain_limit, use)
+        after.update((a.id, a) for a in updated)
+        for alert, event in events:
             await _timeline(conn, alert, event)
             if event == "escalated":
                 escalated += 1
@@ -172,6 +179,8 @@ async def sync_alerts(
             opened = await _fire(conn, inc, now)
             if opened is not None:  # None: another analyzer opened it a moment ago
                 fired += 1
+                after[opened.id] = opened
+                remembered.append(memory_of(inc, opened.id))
                 await sync.notify(opened, "alert.firing")
 
         cutoff = now - timedelta(seconds=hold_down_s)
@@ -191,7 +200,10 @@ async def sync_alerts(
             now,
         )
         for rec in resolved:
+            after.pop(rec["id"], None)
             await sync.notify(AlertRow.from_record(rec), "alert.resolved")
+        await remember(conn, remembered, now)
+        await forget(conn, [rec["id"] for rec in resolved])
         if schedulers:
             sync.actions += await release_resumes(conn, now, resume_after_s, schedulers)
     return SyncResult(
@@ -202,6 +214,7 @@ async def sync_alerts(
         deliveries=sync.deliveries,
         pending=pending,
         actions=sync.actions,
+        firing=tuple(after[i] for i in sorted(after)),
     )
 
 
@@ -267,13 +280,6 @@ async def bound_idle(conn: Connection, idle_timeout_s: float | None) -> None:
         await conn.execute(f"SET LOCAL idle_in_transaction_session_timeout = {ms}")
 
 
-async def firing_details(conn: Connection) -> list[dict[str, Any]]:
-    """The ``details`` of every firing alert: what :func:`analyzer.correlation.correlate` continues
-    incidents by (:func:`~analyzer.incident_memory.ongoing_storms`, :func:`~analyzer.incident_memory.held_links`)."""
-    rows = await conn.fetch("SELECT details FROM alerts WHERE state = 'firing'")
-    return [json_object(r["details"]) for r in rows]
-
-
 async def _fleet_use(conn: Connection, firing: Sequence[Record], limits: FleetLimits) -> FleetUse:
     """What open incidents (and resolved ones not resumed yet) already hold against the fleet limits."""
     use = FleetUse(limits)
@@ -289,9 +295,10 @@ async def _fire(conn: Connection, inc: Incident, now: datetime) -> AlertRow | No
     rec = await conn.fetchrow(
         """INSERT INTO alerts (fingerprint, rule, severity, state, summary, scope, details, started_at,
                                last_seen_at, recommended_action, notified_severity, notified_action,
-                               root_cause, symptoms, needs_review, action_hosts, reason, maintenance)
+                               root_cause, symptoms, needs_review, action_hosts, reason, maintenance,
+                               notified_servers)
            VALUES ($1, $2, $3, 'firing', $4, $5::jsonb, $6::jsonb, $7, $7, $8, $3, $8,
-                   $9::jsonb, $10::jsonb, $11, $12::text[], $13, $14)
+                   $9::jsonb, $10::jsonb, $11, $12::text[], $13, $14, $15::text[])
            ON CONFLICT (fingerprint) WHERE state = 'firing' DO NOTHING
            RETURNING *""",
         inc.fingerprint,
@@ -308,6 +315,7 @@ async def _fire(conn: Connection, inc: Incident, now: datetime) -> AlertRow | No
         list(inc.action_hosts),
         inc.reason,
         inc.maintenance,
+        sorted(inc.scope.servers),
     )
     if rec is None:
         return None

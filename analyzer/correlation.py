@@ -50,9 +50,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from analyzer.evidence import CapacityEvidence, MiswireEvidence, StormEvidence
 from analyzer.findings import SEVERITY_ORDER, Finding
-from analyzer.incident_model import KIND_ORDER, LINK_RULES, ROOT_ORDER, SWITCH_RULES, Incident, Observation, place_of
+from analyzer.incident_model import Incident, Observation, place_of
 from analyzer.links import link_end
+from analyzer.rules import CUTS_PATH, KIND_ORDER, LINK_RULES, SWITCH_RULES, evidence_of, explains, precedence
 from analyzer.silence import collection as _collection_findings
 from fabric.model import TIER, Endpoint, Fabric
 
@@ -188,14 +190,11 @@ def _storm_key(f: Finding, key: str, storms: Mapping[str, frozenset[str]]) -> st
     strongest root is then a spine port the firing storm pauses. That is the same storm, not a
     second one. A storm whose origin the firing one does not pause is another storm, even when
     their trees share spine ports (spread trees of one rail do): its own incident, its own hosts."""
-    if f.rule != "pfc_storm" or key in storms:
+    ev = evidence_of(f)
+    if not isinstance(ev, StormEvidence) or key in storms:
         return key
-    origin = f.details.get("origin")
-    port = origin.get("port") if isinstance(origin, Mapping) else None
-    peer = origin.get("peer") if isinstance(origin, Mapping) else None
-    named = {str(p) for p in (port, peer) if p}
-    held = f.details.get("affected_ports")
-    mine = {str(p) for p in held} if isinstance(held, list) else set()
+    named = {p for p in (ev.origin_port, ev.origin_peer) if p}
+    mine = set(ev.affected_ports)
     overlap = [(-len(mine & tree), k) for k, tree in storms.items() if named & tree]
     return min(overlap)[1] if overlap else key  # the one sharing most ports; ties by key
 
@@ -242,7 +241,7 @@ def _gather_links(
     superspine). A link alone is never gathered: its own incident decides its own action."""
     by_switch: dict[str, list[str]] = {}
     for key, g in links.items():
-        if g.kind != "link" or not any(f.rule in ("link_outage", "link_flapping") for f in g.findings):
+        if g.kind != "link" or not any(f.rule in CUTS_PATH for f in g.findings):
             continue
         for name in g.own:
             by_switch.setdefault(name, []).append(key)
@@ -301,9 +300,9 @@ def _miswire_groups(findings: list[Finding], fabric: Fabric) -> list[_Group]:
         return x
 
     def tokens(f: Finding) -> list[str]:
-        d = f.details
-        out = [f"server:{d['server']}"] if isinstance(d.get("server"), str) else [f"finding:{f.key}"]
-        leaves = sorted(str(x) for x in (d.get("expected_leaf"), d.get("actual_leaf")) if x)
+        ev = evidence_of(f)
+        out = [f"server:{ev.server}"] if ev.server is not None else [f"finding:{f.key}"]
+        leaves = sorted(ev.leaves) if isinstance(ev, MiswireEvidence) else []
         if len(leaves) == 2 and leaves[0] != leaves[1]:
             out.append("pair:" + "+".join(leaves))
         return out
@@ -318,19 +317,20 @@ def _miswire_groups(findings: list[Finding], fabric: Fabric) -> list[_Group]:
     out: list[_Group] = []
     for members in by_root.values():
         members.sort(key=_order)
-        servers = sorted({str(f.details["server"]) for f in members if isinstance(f.details.get("server"), str)})
+        evidence = [evidence_of(f) for f in members]
+        servers = sorted({ev.server for ev in evidence if ev.server is not None})
         name = servers[0] if servers else members[0].key
         own = {str(s) for f in members for s in f.scope.switches}
-        for f in members:
-            own |= {str(x) for x in (f.details.get("expected_leaf"), f.details.get("actual_leaf")) if x}
+        own |= {x for ev in evidence if isinstance(ev, MiswireEvidence) for x in ev.leaves}
         out.append(_Group(f"miswire:{name}", "miswire", members, own, set(), _rails(fabric, own)))
     return sorted(out, key=lambda g: g.key)
 
 
 def _capacity_group(f: Finding, fabric: Fabric) -> _Group:
-    lost = f.details.get("uplinks_lost")
-    if isinstance(lost, list) and len(lost) == 1 and f.key in fabric.switches:
-        end = link_end(fabric, f.key, str(lost[0]))
+    ev = evidence_of(f)
+    lost = ev.uplinks_lost if isinstance(ev, CapacityEvidence) else ()
+    if len(lost) == 1 and f.key in fabric.switches:
+        end = link_end(fabric, f.key, lost[0])
         peer = fabric.peer(Endpoint(*end))
         ends = {end[0]} | ({peer.node} if peer is not None and peer.node in fabric.switches else set())
         return _Group(f"link:{end[0]}:{end[1]}", "capacity", [f], ends, set(), _rails(fabric, ends), {end})
@@ -341,12 +341,12 @@ def _explainer(f: Finding, groups: list[_Group], fabric: Fabric) -> _Group | Non
     """The incident that explains a derived finding, by the preference of the module docstring."""
     place = place_of(f, fabric)
     at = place["switch"] if isinstance(place["switch"], str) else None
+    ev = evidence_of(f)
     if f.rule in ("rail_capacity_asymmetry", "rail_load_straggler"):
         rail = place["rail"]
         touched = set(f.scope.switches) | ({at} if at else set())
-        lost = f.details.get("lost_ports")
-        if isinstance(lost, list):
-            touched |= {str(p).split(":", 1)[0] for p in lost}
+        if isinstance(ev, CapacityEvidence):
+            touched |= {p.split(":", 1)[0] for p in ev.lost_ports}
     else:
         rail = None
         touched = {at} if at else set(f.scope.switches)
@@ -354,7 +354,7 @@ def _explainer(f: Finding, groups: list[_Group], fabric: Fabric) -> _Group | Non
     best: tuple[int, int, str] | None = None
     chosen: _Group | None = None
     for g in groups:
-        if g.kind == "collection" or g.kind == "other":
+        if not explains(g.kind, f.rule):
             continue
         if links & g.links:
             rank = -1  # the very links it counts as lost
@@ -383,14 +383,15 @@ def _ends(fabric: Fabric, end: tuple[str, str]) -> set[str]:
 def _lost_links(f: Finding, fabric: Fabric) -> set[tuple[str, str]]:
     """The links (naming ends) a capacity finding counts as lost or slowed."""
     out: set[tuple[str, str]] = set()
-    lost = f.details.get("lost_ports")
-    for item in lost if isinstance(lost, list) else []:
-        switch, _, port = str(item).partition(":")
+    ev = evidence_of(f)
+    if not isinstance(ev, CapacityEvidence):
+        return out
+    for item in ev.lost_ports:
+        switch, _, port = item.partition(":")
         if port:
             out.add(link_end(fabric, switch, port))
-    ups = f.details.get("uplinks_lost")
-    if f.rule == "oversubscription_drift" and isinstance(ups, list):
-        out |= {link_end(fabric, f.key, str(p)) for p in ups}
+    if f.rule == "oversubscription_drift":
+        out |= {link_end(fabric, f.key, p) for p in ev.uplinks_lost}
     return out
 
 
@@ -401,7 +402,7 @@ def _incident(g: _Group, fabric: Fabric) -> Incident:
         end = _link_ports(f, fabric)
         return 0 if end is not None and f"link:{end[0]}:{end[1]}" == g.key else 1
 
-    ordered = sorted(g.findings, key=lambda f: (_root_rank(f.rule), own(f), -SEVERITY_ORDER[f.severity], f.key))
+    ordered = sorted(g.findings, key=lambda f: (precedence(f.rule), own(f), -SEVERITY_ORDER[f.severity], f.key))
     root, symptoms = ordered[0], tuple(ordered[1:])
     if g.kind == "collection":
         location: dict[str, Any] = dict.fromkeys(("switch", "port", "server", "rail"))
@@ -413,7 +414,3 @@ def _incident(g: _Group, fabric: Fabric) -> Incident:
         location = place_of(root, fabric)
     links = tuple(sorted(f"{sw}:{port}" for sw, port in g.links))
     return Incident(key=g.key, kind=g.kind, root=root, symptoms=symptoms, location=location, links=links)
-
-
-def _root_rank(rule: str) -> int:
-    return ROOT_ORDER.index(rule) if rule in ROOT_ORDER else len(ROOT_ORDER)

@@ -22,6 +22,7 @@ from analyzer.link_health import check_link_health
 from analyzer.oversubscription import check_oversubscription
 from analyzer.pfc import check_pfc_storms
 from analyzer.rails import check_ecmp, check_rail_capacity, check_rail_load
+from analyzer.rules import RULES_BY_CHECK
 from analyzer.snapshot import check_unreported_ports
 from analyzer.stability import check_errors, check_flaps, check_freshness, check_outages
 from fabric.model import Fabric
@@ -42,20 +43,10 @@ CHECKS: dict[str, tuple[Check, ...]] = {
 }
 
 
-#: The rules each check can produce: a rule whose check broke this round is not "absent".
+#: The rules each check can produce (from :data:`analyzer.rules.RULES`): a rule whose check broke
+#: this round is not "absent".
 RULES_OF: dict[Check, frozenset[str]] = {
-    check_cabling: frozenset({"miswire"}),
-    check_rail_capacity: frozenset({"rail_capacity_asymmetry"}),
-    check_rail_load: frozenset({"rail_load_straggler"}),
-    check_ecmp: frozenset({"ecmp_imbalance"}),
-    check_oversubscription: frozenset({"oversubscription_drift"}),
-    check_flaps: frozenset({"link_flapping", "switch_flapping"}),
-    check_outages: frozenset({"link_outage"}),
-    check_pfc_storms: frozenset({"pfc_storm"}),
-    check_errors: frozenset({"error_rate"}),
-    check_link_health: frozenset({"link_degrading"}),
-    check_freshness: frozenset({"stale_switch"}),
-    check_unreported_ports: frozenset({"ports_unreported"}),
+    check: RULES_BY_CHECK.get(check.__name__, frozenset()) for checks in CHECKS.values() for check in checks
 }
 
 

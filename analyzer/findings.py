@@ -4,7 +4,7 @@ A :class:`Finding` is produced by one check for one thing (a switch, a port, a r
 and names everything it touches. Its ``fingerprint`` (rule + key) is stable across analyzer
 runs and restarts, so the alert lifecycle can tell "still firing" from "new".
 
-Rules (``rule``):
+Rules (``rule``; which check makes each, its incident's place and precedence: :mod:`analyzer.rules`):
 
 ==========================  ================================================================
 rule                        key

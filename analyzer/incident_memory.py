@@ -2,66 +2,56 @@
 
 A PFC storm's origin and a rebooting switch's links are named anew every round from samples taken
 at other instants; the correlation continues a firing incident by what it held
-(:func:`ongoing_storms`, :func:`held_links`) rather than open a second one.
+(:func:`ongoing_storms`, :func:`held_links`) rather than open a second one. The memory is a table
+of its own (``incident_memory``, :mod:`store.incident_memory`), not the alert's payload.
 :func:`hold_unconfirmed` keeps incidents of symptoms only pending until their root had time to show.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
+from analyzer.evidence import CollectionEvidence, StormEvidence
 from analyzer.findings import Finding
-from analyzer.incident_model import DERIVED, Incident
+from analyzer.incident_model import Incident
+from analyzer.rules import DERIVED, evidence_of
+from store.incident_memory import IncidentMemory
 
 
 def storm_ports(findings: Iterable[Finding]) -> list[str]:
     """Every port the pause trees among ``findings`` hold (what a firing incident is remembered by)."""
     out: set[str] = set()
     for f in findings:
-        ports = f.details.get("affected_ports") if f.rule == "pfc_storm" else None
-        if isinstance(ports, list):
-            out.update(str(p) for p in ports)
+        ev = evidence_of(f)
+        if isinstance(ev, StormEvidence):
+            out.update(ev.affected_ports)
     return sorted(out)
 
 
-def ongoing_storms(firing: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
-    """Incident key -> the ports its pause trees hold, from the ``details`` of firing alerts
-    (``incident_key``, ``storm_ports``); alerts stored without them are left out."""
-    out: dict[str, frozenset[str]] = {}
-    for details in firing:
-        key, ports = details.get("incident_key"), details.get("storm_ports")
-        if isinstance(key, str) and isinstance(ports, list) and ports:
-            out[key] = frozenset(str(p) for p in ports)
-    return out
+def ongoing_storms(memory: Iterable[IncidentMemory]) -> dict[str, frozenset[str]]:
+    """Incident key -> the ports its pause trees hold, from the firing incidents' memory
+    (:func:`store.incident_memory.read_memory`); incidents without storms are left out."""
+    return {m.incident_key: frozenset(m.storm_ports) for m in memory if m.storm_ports}
 
 
-def memory_details(inc: Incident, stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """What a firing ``inc`` is remembered by in its alert's ``details`` (read back by
-    :func:`ongoing_storms` and :func:`held_links`): its key, its storms' ports (this round's trees),
-    a switch's links (with those ``stored`` before: every link it held while it fired)."""
-    out: dict[str, Any] = {"incident_key": inc.key}
-    if ports := storm_ports(inc.findings):
-        out["storm_ports"] = ports
-    if inc.kind == "switch":
-        before = (stored or {}).get("switch_links") if (stored or {}).get("incident_key") == inc.key else None
-        links = set(inc.links) | ({str(x) for x in before} if isinstance(before, list) else set())
-        if links:
-            out["switch_links"] = sorted(links)
-    return out
+def memory_of(inc: Incident, alert_id: int) -> IncidentMemory:
+    """What a firing ``inc`` (alert ``alert_id``) is remembered by (read back by
+    :func:`ongoing_storms` and :func:`held_links`): its storms' ports (this round's trees) and a
+    switch's links (:func:`store.incident_memory.remember` adds them to those it held before)."""
+    links = inc.links if inc.kind == "switch" else ()
+    return IncidentMemory(alert_id, inc.key, tuple(storm_ports(inc.findings)), tuple(sorted(links)))
 
 
-def held_links(firing: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
-    """Switch incident key -> the links it holds (naming ends), from the ``details`` of firing
-    alerts (``incident_key``, ``switch_links``); alerts stored without them are left out."""
-    out: dict[str, frozenset[str]] = {}
-    for details in firing:
-        key, links = details.get("incident_key"), details.get("switch_links")
-        if isinstance(key, str) and key.startswith("switch:") and isinstance(links, list) and links:
-            out[key] = frozenset(str(x) for x in links)
-    return out
+def held_links(memory: Iterable[IncidentMemory]) -> dict[str, frozenset[str]]:
+    """Switch incident key -> the links it holds (naming ends), from the firing incidents' memory;
+    incidents without links are left out."""
+    return {
+        m.incident_key: frozenset(m.switch_links)
+        for m in memory
+        if m.incident_key.startswith("switch:") and m.switch_links
+    }
 
 
 def hold_unconfirmed(
@@ -80,7 +70,8 @@ def hold_unconfirmed(
     out: list[Incident] = []
     for inc in incidents:
         quiet = inc.action == "observe" and not inc.needs_review
-        lag = inc.kind == "collection" and inc.root.details.get("lag_only") is True
+        ev = evidence_of(inc.root)
+        lag = inc.kind == "collection" and isinstance(ev, CollectionEvidence) and ev.lag_only
         if lag or (quiet and ((inc.kind == "other" and inc.root.rule in DERIVED) or inc.kind in ("link", "capacity"))):
             seen = first_seen.setdefault(inc.fingerprint, now)
             if (now - seen).total_seconds() < confirm_s:

@@ -9,40 +9,14 @@ import it without the correlation.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from analyzer.evidence import CapacityEvidence, MiswireEvidence
 from analyzer.findings import Finding, Scope, Severity
+from analyzer.rules import evidence_of
 from fabric.model import Endpoint, Fabric
-
-#: root explains them.
-DERIVED = frozenset(
-    {"oversubscription_drift", "rail_capacity_asymmetry", "rail_load_straggler", "ecmp_imbalance", "ports_unreported"}
-)
-SWITCH_RULES = frozenset({"stale_switch", "switch_flapping"})
-#: The findings of silence: what a collection failure produces.
-SILENCE = frozenset({"stale_switch", "ports_unreported"})
-LINK_RULES = frozenset({"link_outage", "link_flapping", "error_rate", "pfc_storm", "link_degrading"})
-#: Which rule names an incident's root when several findings share its place (first wins).
-ROOT_ORDER: tuple[str, ...] = (
-    "collection",
-    "link_outage",
-    "switch_flapping",
-    "stale_switch",
-    "link_flapping",
-    "pfc_storm",
-    "miswire",
-    "link_degrading",
-    "error_rate",
-    "oversubscription_drift",
-    "rail_capacity_asymmetry",
-    "rail_load_straggler",
-    "ecmp_imbalance",
-    "ports_unreported",
-)
-#: Kind of place -> preference when a symptom could join several incidents (lower first).
-KIND_ORDER: dict[str, int] = {"collection": 0, "switch": 1, "link": 2, "miswire": 3, "capacity": 4, "other": 5}
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +84,7 @@ class Incident:
     @property
     def efficiency_loss(self) -> float:
         """The largest training-speed loss any of its findings estimates (0 when none does)."""
-        return max_loss(f.details for f in self.findings)
+        return max(evidence_of(f).efficiency_loss for f in self.findings)
 
     @property
     def summary(self) -> str:
@@ -128,16 +102,6 @@ class Incident:
             {"rule": f.rule, "key": f.key, "severity": f.severity, "summary": f.summary, "scope": f.scope.as_dict()}
             for f in self.symptoms
         ]
-
-
-def max_loss(details: Iterable[Mapping[str, Any]]) -> float:
-    """The largest finite ``efficiency_loss`` among ``details`` (0 when none has one)."""
-    out = 0.0
-    for d in details:
-        v = d.get("efficiency_loss")
-        if isinstance(v, int | float) and not isinstance(v, bool) and v == v:
-            out = max(out, float(v))
-    return out
 
 
 def union_scope(scopes: Iterable[Scope]) -> Scope:
@@ -168,17 +132,17 @@ def union_scope(scopes: Iterable[Scope]) -> Scope:
 
 def place_of(f: Finding, fabric: Fabric | None = None) -> dict[str, Any]:
     """Where a finding is: switch, port, server and rail (None where it has none)."""
-    d = f.details
+    ev = evidence_of(f)
     switch: str | None = None
     port: str | None = None
-    server: str | None = d.get("server") if isinstance(d.get("server"), str) else None
+    server = ev.server
     rail: int | None = None
-    if f.rule == "miswire":
-        switch = d.get("actual_leaf") or d.get("leaf")
-        port = d.get("actual_port") or d.get("port")
-    elif f.rule in ("rail_capacity_asymmetry", "rail_load_straggler"):
-        rail = d.get("rail") if isinstance(d.get("rail"), int) else _rail_of_key(f.key)
-        switch = d.get("bottleneck") if isinstance(d.get("bottleneck"), str) else None
+    if isinstance(ev, MiswireEvidence):
+        switch = ev.actual_leaf or ev.leaf
+        port = ev.actual_port or ev.port
+    elif f.rule in ("rail_capacity_asymmetry", "rail_load_straggler") and isinstance(ev, CapacityEvidence):
+        rail = ev.rail if ev.rail is not None else _rail_of_key(f.key)
+        switch = ev.bottleneck
     elif f.rule == "pfc_storm":
         # the storm's origin port is the key's "switch:port" (details.origin.port says the same)
         # (a port name may hold ':' itself, as Junos breakouts do: the priority is the last field)

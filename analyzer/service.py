@@ -15,14 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alertmanager import AlertmanagerPusher
-from analyzer.alerts import SyncResult, firing_details, sync_alerts
+from analyzer.alerts import SyncResult, sync_alerts
 from analyzer.budget import FleetLimits
 from analyzer.correlation import correlate
 from analyzer.coverage import coverage, mark
@@ -45,6 +45,7 @@ from fabric.model import Fabric
 from fabric.tasks import owned_tasks
 from fabric.waits import wait_event
 from store.db import UNAVAILABLE_ERRORS, Connection, Pool
+from store.incident_memory import read_memory
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,8 @@ async def evaluate_round(
     observation = await observe(conn, ctx, memory)
     policy = ActionPolicy.from_config(config.alerts)
     switch_links = config.analyzer.thresholds.switch_flap_min_ports
-    firing = await firing_details(conn)
-    found = correlate(ev.all_findings, fabric, observation, switch_links, ongoing_storms(firing), held_links(firing))
+    held = await read_memory(conn)  # what the firing incidents are remembered by
+    found = correlate(ev.all_findings, fabric, observation, switch_links, ongoing_storms(held), held_links(held))
     incidents = mark(decide_all(found, fabric, policy), cover, now)
     if first_seen is not None:
         incidents = hold_unconfirmed(incidents, first_seen, now, confirm_s(config))
@@ -110,11 +111,18 @@ async def evaluate_round(
 
 
 async def round_report(
-    conn: Connection, fabric: Fabric, rnd: Round, now: datetime, extra_jobs: tuple[Job, ...] = ()
+    conn: Connection,
+    fabric: Fabric,
+    rnd: Round,
+    now: datetime,
+    extra_jobs: tuple[Job, ...] = (),
+    firing: Sequence[AlertRow] | None = None,
 ) -> dict[str, Any]:
     """The verdict document: statuses from the open incidents (this round's and the stored
-    firing ones), each job's health under them."""
-    firing = [AlertRow.from_record(r) for r in await conn.fetch("SELECT * FROM alerts WHERE state = 'firing'")]
+    firing ones), each job's health under them. ``firing``: the firing alerts as the round's sync
+    left them (:attr:`SyncResult.firing`); read here when the round synced none."""
+    if firing is None:
+        firing = [AlertRow.from_record(r) for r in await conn.fetch("SELECT * FROM alerts WHERE state = 'firing'")]
     opened = open_incidents(rnd.incidents, firing, rnd.drain_limit)
     gpu_avail = next((o.current for o in rnd.objectives if o.name == "gpu_network_availability"), 1.0)
     jobs = [*await load_jobs(conn), *extra_jobs]
@@ -249,7 +257,7 @@ class AnalyzerService:
                 self.schedulers.notify()
             self.last_sync = result
         async with self.pool.acquire() as conn:
-            report = await round_report(conn, self.fabric, rnd, now)
+            report = await round_report(conn, self.fabric, rnd, now, firing=None if result is None else result.firing)
             await store_run(conn, rnd.ev, report)
         self.last_report = report
         self.rounds += 1

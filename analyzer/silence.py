@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from analyzer.evidence import StaleEvidence
 from analyzer.findings import Finding, Scope
-from analyzer.incident_model import SILENCE, Observation
+from analyzer.incident_model import Observation
+from analyzer.rules import SILENCE, evidence_of
 from fabric.model import Fabric
 
 #: Switches silent that their collector calls connected (samples late in our own pipeline) make a
@@ -66,9 +68,7 @@ def collection(findings: list[Finding], fabric: Fabric, obs: Observation) -> tup
             ),
         )
     taken = {id(f) for f in ours}
-    root = _collection_finding(fabric, obs, ours)
-    if lag_only:
-        root = replace(root, details={**root.details, "lag_only": True})
+    root = _collection_finding(fabric, obs, ours, lag_only)
     return [root, *ours], [f for f in findings if id(f) not in taken]
 
 
@@ -77,16 +77,14 @@ def _ours(f: Finding) -> bool:
     pipeline (a busy poller, a wedged writer), not missing at the switch, which would have made the
     collector call it stale, unreachable or in error. Unless its peers see its links down: then
     the switch is gone, whatever the collector's session says."""
-    d = f.details
-    gone = isinstance(d.get("peer_links_down"), int) and d["peer_links_down"] > 0 and not d.get("peer_links_up")
-    return f.rule == "stale_switch" and d.get("state") == "connected" and not gone
+    ev = evidence_of(f)
+    return isinstance(ev, StaleEvidence) and ev.state == "connected" and not ev.gone
 
 
 def _forwarding(f: Finding) -> bool:
     """A silent switch whose peers see its links up, and none down: it forwards, we do not hear it."""
-    d = f.details
-    up, down = d.get("peer_links_up"), d.get("peer_links_down")
-    return f.rule == "stale_switch" and isinstance(up, int) and up > 0 and down == 0
+    ev = evidence_of(f)
+    return isinstance(ev, StaleEvidence) and ev.forwarding
 
 
 def _blind(f: Finding, switches: frozenset[str]) -> bool:
@@ -96,7 +94,7 @@ def _blind(f: Finding, switches: frozenset[str]) -> bool:
     return bool(f.scope.switches) and set(f.scope.switches) <= switches
 
 
-def _collection_finding(fabric: Fabric, obs: Observation, silent: list[Finding]) -> Finding:
+def _collection_finding(fabric: Fabric, obs: Observation, silent: list[Finding], lag_only: bool) -> Finding:
     switches = sorted({f.key for f in silent} | set(obs.unobserved))
     share = len(switches) / len(fabric.switches) if fabric.switches else 0.0
     what = "; ".join(obs.problems) if obs.problems else f"{len(switches)} switches silent at once"
@@ -114,5 +112,6 @@ def _collection_finding(fabric: Fabric, obs: Observation, silent: list[Finding])
             "unobserved_share": round(share, 4),
             "problems": list(obs.problems),
             "heartbeats_known": obs.known,
+            **({"lag_only": True} if lag_only else {}),
         },
     )

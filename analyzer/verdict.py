@@ -18,8 +18,9 @@ from typing import Any
 
 from analyzer.actions import Held, merge_decision, worse
 from analyzer.engine import CHECKS, RULES_OF
+from analyzer.evidence import max_loss
 from analyzer.findings import SEVERITY_ORDER, Finding
-from analyzer.incident_model import Incident, max_loss
+from analyzer.incident_model import Incident
 from analyzer.payloads import AlertRow
 
 #: The health check of ``/v1/health`` each rule belongs to (the engine's table; ``collection``,

@@ -12,7 +12,7 @@ import pytest
 
 from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alert_queries import AlertInputError, ack_alert, get_alert, incident_timeline, list_alerts
-from analyzer.alerts import SyncResult, firing_details, sync_alerts
+from analyzer.alerts import SyncResult, sync_alerts
 from analyzer.config import AlertsConfig, WebhookConfig
 from analyzer.correlation import correlate
 from analyzer.findings import Finding, blast_radius
@@ -23,6 +23,7 @@ from analyzer.outbox import webhook_key
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from store.db import create_pool
+from store.incident_memory import IncidentMemory, read_memory
 
 pytestmark = pytest.mark.db
 
@@ -172,6 +173,19 @@ def storm(switch: str, port: str, held: list[str]) -> Finding:
     )
 
 
+MEMORY_KEYS = {"incident_key", "storm_ports", "switch_links", "notified_servers"}
+
+
+def no_memory_in(details: dict[str, object]) -> bool:
+    """The payload's details hold evidence only: nothing of what the incident is remembered by."""
+    return not MEMORY_KEYS & set(details)
+
+
+async def read_memory_of(pool: asyncpg.Pool) -> list[IncidentMemory]:
+    async with pool.acquire() as conn:
+        return await read_memory(conn)
+
+
 async def test_a_storm_whose_origin_moves_stays_one_alert_across_a_restart(pool: asyncpg.Pool, fresh_db: str) -> None:
     leaf = storm("lf-g1-r2", "swp65", ["sp-r2-1:swp1", "sp-r2-1:swp33", "ssp-1:swp2"])
     r = await sync(pool, [leaf], T0)
@@ -181,7 +195,7 @@ async def test_a_storm_whose_origin_moves_stays_one_alert_across_a_restart(pool:
     pool2 = await create_pool(fresh_db)
     try:
         async with pool2.acquire() as conn:
-            storms = ongoing_storms(await firing_details(conn))
+            storms = ongoing_storms(await read_memory(conn))
         (first,) = incidents([leaf])
         assert storms == {first.key: frozenset(leaf.details["affected_ports"])}
         tail = storm("sp-r2-1", "swp33", ["ssp-1:swp2"])
@@ -189,7 +203,7 @@ async def test_a_storm_whose_origin_moves_stays_one_alert_across_a_restart(pool:
         r = await sync_alerts(pool2, later, now=T0 + timedelta(seconds=10), hold_down_s=HOLD, webhooks=HOOKS)
         assert (r.fired, r.updated, r.deliveries) == (0, 1, 0)
         (a,) = await list_alerts(pool2, "firing")
-        assert a["fingerprint"] == first.fingerprint and a["details"]["incident_key"] == first.key
+        assert a["fingerprint"] == first.fingerprint and no_memory_in(a["details"])
         assert a["root_cause"]["switch"] == "sp-r2-1"  # named where it is seen now
         # a storm sharing no port with it is a second alert
         other = storm("lf-g1-r5", "swp65", ["sp-r5-1:swp1"])
@@ -199,6 +213,25 @@ async def test_a_storm_whose_origin_moves_stays_one_alert_across_a_restart(pool:
         assert (r.fired, r.deliveries) == (1, 2)
     finally:
         await pool2.close()
+
+
+async def test_memory_lives_beside_the_alert_and_goes_when_it_resolves(pool: asyncpg.Pool) -> None:
+    """Receivers and /v1/alerts see evidence only; the memory is its own table, one row per firing
+    incident, kept while it fires and dropped when it resolves."""
+    leaf = storm("lf-g1-r2", "swp65", ["sp-r2-1:swp1"])
+    r = await sync(pool, [leaf], T0)
+    (first,) = incidents([leaf])
+    assert {a.fingerprint for a in r.firing} == {first.fingerprint}  # the round's one read of them
+    (a,) = await list_alerts(pool, "firing")
+    assert no_memory_in(a["details"]) and a["details"]["affected_ports"] == leaf.details["affected_ports"]
+    (body,) = bodies(await deliveries(pool), HOOKS[0])
+    assert no_memory_in(body["alert"]["details"])
+    (am,) = bodies(await deliveries(pool), HOOKS[1])
+    assert not [k for k in MEMORY_KEYS if k in json.dumps(am)]  # the Alertmanager format's annotations
+    assert await read_memory_of(pool) == [IncidentMemory(a["id"], first.key, tuple(leaf.details["affected_ports"]), ())]
+    r = await sync(pool, [], T0 + timedelta(seconds=HOLD + 10))
+    assert r.resolved == 1 and r.firing == ()
+    assert await read_memory_of(pool) == []
 
 
 def link_down(switch: str, port: str, down_now: bool = True) -> Finding:
@@ -220,8 +253,10 @@ async def test_a_rebooted_spines_late_links_stay_its_alert_across_a_restart(pool
     r = await sync(pool, [link_down("sp-r4-1", p.name) for p in cabled], T0)
     assert r.fired == 1
     (spine,) = await list_alerts(pool, "firing")
-    assert spine["details"]["incident_key"] == "switch:sp-r4-1"
-    assert len(spine["details"]["switch_links"]) == len(cabled)
+    assert no_memory_in(spine["details"])
+    (mem,) = await read_memory_of(pool)
+    assert mem.alert_id == spine["id"] and mem.incident_key == "switch:sp-r4-1"
+    assert len(mem.switch_links) == len(cabled)
     await pool.close()
     # a new analyzer: the spine is back, one superspine's late poll still has its links down
     pool2 = await create_pool(fresh_db)
@@ -230,17 +265,17 @@ async def test_a_rebooted_spines_late_links_stay_its_alert_across_a_restart(pool
         late = [link_down("sp-r4-1", p.name, down_now=False) for p in cabled if p.peer and p.peer.node == ssp]
         assert [i.key for i in incidents(late)] == [f"switch:{ssp}"]  # what it would be without the memory
         async with pool2.acquire() as conn:
-            held = held_links(await firing_details(conn))
+            held = held_links(await read_memory(conn))
         later = decide_all(correlate(late, FABRIC, held=held), FABRIC, ActionPolicy())
         r = await sync_alerts(pool2, later, now=T0 + timedelta(seconds=10), hold_down_s=HOLD, webhooks=HOOKS)
         assert (r.fired, r.updated, r.deliveries) == (0, 1, 0)
         (a,) = await list_alerts(pool2, "firing")
         assert a["fingerprint"] == spine["fingerprint"]
         # it still holds every link it held: another superspine's links seen late next are its own too
-        assert a["details"]["switch_links"] == spine["details"]["switch_links"]
+        assert (await read_memory_of(pool2)) == [mem]
         later2 = [link_down("sp-r4-1", p.name, down_now=False) for p in cabled if p.peer and p.peer.node == other]
         async with pool2.acquire() as conn:
-            held = held_links(await firing_details(conn))
+            held = held_links(await read_memory(conn))
         (again,) = decide_all(correlate(later2, FABRIC, held=held), FABRIC, ActionPolicy())
         assert again.fingerprint == spine["fingerprint"]
     finally:

@@ -17,11 +17,12 @@ from hypothesis import strategies as st
 from analyzer.actions import ActionPolicy, Held, decide, decide_all, merge_decision
 from analyzer.correlation import correlate
 from analyzer.findings import Finding, blast_radius
-from analyzer.incident_memory import held_links, hold_unconfirmed, memory_details, ongoing_storms
+from analyzer.incident_memory import held_links, hold_unconfirmed, memory_of, ongoing_storms
 from analyzer.incident_model import Incident, Observation
 from analyzer.links import link_end, links_scope
 from fabric.model import Endpoint, Fabric, FabricParams
 from fabric.topology import build_aipod
+from store.incident_memory import IncidentMemory
 
 FABRIC = build_aipod(FabricParams(gpus=512))
 BIG = build_aipod(FabricParams(gpus=16384))
@@ -211,8 +212,8 @@ def _spine_port(spine: str, towards: str) -> str:
 
 
 def remembered(*incidents: Incident) -> dict[str, frozenset[str]]:
-    """The storms the next round knows of firing ``incidents`` (their alerts' details)."""
-    return ongoing_storms([{**i.root.details, **memory_details(i)} for i in incidents])
+    """The storms the next round knows of firing ``incidents`` (their memory)."""
+    return ongoing_storms([memory_of(i, n) for n, i in enumerate(incidents)])
 
 
 def test_a_storm_named_by_another_origin_while_it_fires_stays_the_same_incident() -> None:
@@ -265,14 +266,12 @@ def test_a_storm_joined_by_an_outage_of_its_link_is_still_remembered_as_a_storm(
     assert remembered(inc) == {inc.key: frozenset(storm.details["affected_ports"])}
 
 
-def test_only_alerts_stored_with_their_key_and_storm_ports_are_remembered() -> None:
-    ports = ["lf-g1-r2:swp65"]
+def test_only_incidents_remembered_with_storm_ports_are_ongoing_storms() -> None:
+    ports = ("lf-g1-r2:swp65",)
     assert ongoing_storms([
-        {"incident_key": "link:lf-g1-r2:swp65", "storm_ports": ports},
-        {"affected_ports": ports, "storm_ports": ports},  # stored before the key was
-        {"incident_key": "link:lf-g1-r2:swp66"},  # no storm in it
-        {"incident_key": "link:x", "storm_ports": "lf-g1-r2:swp65"},  # not a list
-        {"incident_key": "link:y", "storm_ports": []},
+        IncidentMemory(1, "link:lf-g1-r2:swp65", storm_ports=ports),
+        IncidentMemory(2, "link:lf-g1-r2:swp66"),  # no storm in it
+        IncidentMemory(3, "switch:sp-r1-1", switch_links=ports),  # links, not a storm
     ]) == {"link:lf-g1-r2:swp65": frozenset(ports)}  # fmt: skip
 
 
@@ -525,7 +524,7 @@ def test_a_rebooted_spines_last_links_seen_late_from_one_superspine_stay_the_spi
     late = [outage("sp-r4-1", p.name, down_now=False) for p in spine_links if p.peer and p.peer.node == "ssp-2"]
     alone = one(late)
     assert alone.key == "switch:ssp-2"  # without the memory: a second incident
-    held = held_links([memory_details(first)])
+    held = held_links([memory_of(first, 1)])
     (again,) = decide_all(correlate(late, FABRIC, held=held), FABRIC)
     assert (again.key, again.fingerprint) == (first.key, first.fingerprint)
     assert set(again.links) < set(first.links) and again.action == "observe"
@@ -539,7 +538,7 @@ def test_one_link_of_a_firing_switch_incident_is_its_own_incident_with_its_own_a
     # flaps: that host is drained, as without the memory, not folded into the leaf's observe.
     links = [p for p in FABRIC.ports("lf-g1-r1") if p.peer is not None]
     leaf = one([stale("lf-g1-r1"), *(outage(*e) for p in links if (e := link_end(FABRIC, "lf-g1-r1", p.name)))])
-    held = held_links([memory_details(leaf)])
+    held = held_links([memory_of(leaf, 1)])
     assert "lf-g1-r1:swp2" in held["switch:lf-g1-r1"]
     (flap,) = decide_all(correlate([flapping("lf-g1-r1", "swp2")], FABRIC, held=held), FABRIC)
     assert flap.key == "link:lf-g1-r1:swp2" and (flap.action, flap.action_hosts) == ("drain", ("srv-g1-002",))
@@ -549,15 +548,22 @@ def test_one_link_of_a_firing_switch_incident_is_its_own_incident_with_its_own_a
     assert short.key == "link:lf-g1-r1:swp2" and short.pending
 
 
-def test_only_firing_switch_incidents_stored_with_their_links_are_held() -> None:
-    links = ["lf-g1-r4:swp65"]
+def test_only_firing_switch_incidents_remembered_with_their_links_are_held() -> None:
+    links = ("lf-g1-r4:swp65",)
     assert held_links([
-        {"incident_key": "switch:sp-r4-1", "switch_links": links},
-        {"switch_links": links},  # stored before the key was
-        {"incident_key": "link:lf-g1-r4:swp65", "switch_links": links},  # not a switch's
-        {"incident_key": "switch:sp-r1-1", "switch_links": "lf-g1-r1:swp65"},  # not a list
-        {"incident_key": "switch:sp-r2-1", "switch_links": []},
+        IncidentMemory(1, "switch:sp-r4-1", switch_links=links),
+        IncidentMemory(2, "link:lf-g1-r4:swp65", switch_links=links),  # not a switch's
+        IncidentMemory(3, "switch:sp-r2-1"),
     ]) == {"switch:sp-r4-1": frozenset(links)}  # fmt: skip
+
+
+def test_an_incident_is_remembered_by_its_storms_ports_and_a_switch_by_its_links() -> None:
+    storm = one([pfc("lf-g1-r2", "swp65")])
+    assert memory_of(storm, 7) == IncidentMemory(7, storm.key, tuple(sorted(storm.root.details["affected_ports"])), ())
+    links = [p for p in FABRIC.ports("lf-g1-r1") if p.peer is not None]
+    leaf = one([stale("lf-g1-r1"), *(outage(*e) for p in links if (e := link_end(FABRIC, "lf-g1-r1", p.name)))])
+    mem = memory_of(leaf, 8)
+    assert mem.incident_key == "switch:lf-g1-r1" and mem.switch_links == leaf.links and not mem.storm_ports
 
 
 def test_a_superspine_seeing_a_rebooting_spines_uplinks_drop_is_the_spines_victim() -> None:
