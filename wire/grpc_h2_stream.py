@@ -24,7 +24,7 @@ from wire.grpc_status import RpcError, StatusCode, parse_grpc_status
 from wire.h2_frames import CANCEL, ENHANCE_YOUR_CALM, FLOW_CONTROL_ERROR, NO_ERROR, PROTOCOL_ERROR, UINT32, grpc_message
 
 if TYPE_CHECKING:
-    from wire.grpc_h2 import Connection
+    from wire.h2_connection import ConnectionCore as Connection
 
 STREAM_WINDOW = 16 << 20  # what we let a peer send on one stream before the reader takes it
 #: Messages waiting for the reader, at most: a full stream window of messages averaging 64 bytes
