@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from analyzer.cadence import Kept
 from analyzer.config import ThresholdsConfig
 from analyzer.coverage import Coverage
 from analyzer.findings import Finding
@@ -57,6 +58,9 @@ class CheckContext:
     #: The maintenance windows in force or just ended (analyzer.coverage): link events, outages
     #: and error counts inside one, on a place it covers, are not judged. None: no windows.
     maintenance: Coverage | None = None
+    #: The checks run at a cadence of their own (analyzer/cadence.py), by check name, with what
+    #: they found last: kept across rounds by the service. None: every check runs.
+    kept: dict[str, Kept] | None = None
 
     @property
     def since(self) -> datetime:

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Literal
 
 from analyzer.cabling import check_cabling
+from analyzer.cadence import Kept
 from analyzer.config import AnalyzerConfig
 from analyzer.context import Check, CheckContext, RoundResults
 from analyzer.coverage import Coverage
@@ -79,12 +80,20 @@ def context_for(
     now: datetime,
     collect_interval_s: float,
     maintenance: Coverage | None = None,
+    kept: dict[str, Kept] | None = None,
 ) -> CheckContext:
     """The evaluation context: the window spans a few sampling intervals (at least two samples);
-    ``maintenance``: the windows whose covered evidence the checks leave out."""
+    ``maintenance``: the windows whose covered evidence the checks leave out; ``kept``: the
+    service's checks with a cadence of their own (analyzer/cadence.py)."""
     window = max(config.window_intervals * collect_interval_s, 2.5 * collect_interval_s)
     return CheckContext(
-        fabric, config.thresholds, now, collect_interval_s=collect_interval_s, window_s=window, maintenance=maintenance
+        fabric,
+        config.thresholds,
+        now,
+        collect_interval_s=collect_interval_s,
+        window_s=window,
+        maintenance=maintenance,
+        kept=kept,
     )
 
 
@@ -92,6 +101,19 @@ def lookback_s(config: AnalyzerConfig, collect_interval_s: float) -> float:
     """How far back any check reads evidence (the flap window, or the rate window when longer):
     maintenance windows that ended within it still matter."""
     return max(config.thresholds.flap_window_s, config.window_intervals * collect_interval_s, 2.5 * collect_interval_s)
+
+
+async def run_check(conn: Connection, ctx: CheckContext, check: Check) -> list[Finding]:
+    """``check``'s findings: what it found last while that is younger than its own cadence
+    (``ctx.kept``, analyzer/cadence.py), else a fresh run (kept for the next rounds)."""
+    kept = ctx.kept.get(check.__name__) if ctx.kept is not None else None
+    if kept is None:
+        return await check(conn, ctx)
+    found = kept.reuse(ctx.now)
+    if found is None:
+        found = await check(conn, ctx)
+        kept.keep(ctx.now, found)
+    return found
 
 
 async def evaluate(conn: Connection, ctx: CheckContext) -> Evaluation:
@@ -113,7 +135,7 @@ async def evaluate(conn: Connection, ctx: CheckContext) -> Evaluation:
         for check in checks:
             t0 = time.perf_counter()
             try:
-                found.extend(await check(conn, ctx))
+                found.extend(await run_check(conn, ctx, check))
                 evaluated |= RULES_OF.get(check, frozenset())
             except UNAVAILABLE_ERRORS:
                 raise

@@ -24,6 +24,7 @@ from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alertmanager import AlertmanagerPusher
 from analyzer.alerts import SyncResult, sync_alerts
 from analyzer.budget import FleetLimits
+from analyzer.cadence import Kept, cadences
 from analyzer.correlation import correlate
 from analyzer.coverage import coverage, mark
 from analyzer.engine import Evaluation, context_for, evaluate, lookback_s
@@ -84,15 +85,17 @@ async def evaluate_round(
     now: datetime,
     memory: CollectionMemory | None = None,
     first_seen: dict[str, datetime] | None = None,
+    kept: dict[str, Kept] | None = None,
 ) -> Round:
     """Run the checks and the objectives, then correlate the findings into decided incidents.
 
     ``memory`` and ``first_seen`` carry the service's state across rounds (collectors catching up,
-    symptom-only incidents waiting for confirmation); a one-shot check has neither."""
+    symptom-only incidents waiting for confirmation), ``kept`` the findings of the checks run at
+    their own cadence (analyzer/cadence.py); a one-shot check has none of them."""
     interval = collect_interval(config)
     since = now - timedelta(seconds=lookback_s(config.analyzer, interval))
     cover = coverage(await windows_between(conn, since, now), fabric)
-    ctx = context_for(fabric, config.analyzer, now, interval, cover)
+    ctx = context_for(fabric, config.analyzer, now, interval, cover, kept)
     ev = await evaluate(conn, ctx)
     objectives = await evaluate_objectives(
         conn, fabric, config.analyzer.slo, now, config.analyzer.thresholds.fatal_outage_s
@@ -208,6 +211,8 @@ class AnalyzerService:
         self.failed_rounds = 0
         self.memory = CollectionMemory()
         self.first_seen: dict[str, datetime] = {}
+        #: The checks run at their own cadence, with what they found last (analyzer/cadence.py).
+        self.kept = cadences(config.analyzer)
         #: The leader election while :meth:`run` runs with ``analyzer.leader_election``.
         self.election: LeaderElection | None = None
         self._running = False
@@ -223,7 +228,7 @@ class AnalyzerService:
         now = now or datetime.now(UTC)
         first_seen = self.first_seen if confirm else None
         async with self.pool.acquire() as conn:
-            rnd = await evaluate_round(conn, self.fabric, self.config, now, self.memory, first_seen)
+            rnd = await evaluate_round(conn, self.fabric, self.config, now, self.memory, first_seen, self.kept)
         result: SyncResult | None = None
         if alerts:
             # what an executor's own breaker withheld since the last round needs review (it never calls back)
@@ -358,6 +363,7 @@ class AnalyzerService:
         term that fails ends it: everything is cancelled, and its error raised (fabric/tasks.py)."""
         if self._terms:  # another leader evaluated meanwhile: what this process remembers is stale
             self.first_seen.clear()  # (not the heartbeat memory: the standby kept that current)
+            self.kept = cadences(self.config.analyzer)
         self._terms += 1
         deposed = False
         try:

@@ -179,13 +179,19 @@ def measure(n_degrading: int = 30, n_benign: int = 60, n_healthy: int = 30, seed
     return out
 
 
-async def sql_cost(dsn: str, ports: int = 2000) -> dict[str, Any]:
+async def sql_cost(dsn: str, ports: int = 2000, rounds: int = 12, round_s: float = 10.0) -> dict[str, Any]:
     """The check's reads (:func:`analyzer.link_health.link_health`) over ``ports`` ports with 6 h
-    of DOM and FEC at 60 s: rows written, seconds per evaluation, extrapolated to 80K ports."""
+    of DOM and FEC at 60 s: rows written, seconds per fit, extrapolated to 80K ports; then the
+    analyzer's cost per round over ``rounds`` rounds ``round_s`` apart, fitting at the default
+    ``analyzer.link_health_interval_s`` (60 s, analyzer/cadence.py) and reusing in between."""
     from datetime import UTC, datetime, timedelta
 
-    from analyzer.engine import WORK_MEM
-    from analyzer.link_health import link_health
+    from analyzer.cadence import cadences
+    from analyzer.config import AnalyzerConfig
+    from analyzer.engine import WORK_MEM, context_for, run_check
+    from analyzer.link_health import check_link_health, link_health
+    from fabric.model import FabricParams
+    from fabric.topology import build_aipod
     from store.db import create_pool
     from store.dom import DomSample, write_dom
     from store.fec import FecSample, write_fec
@@ -217,13 +223,31 @@ async def sql_cost(dsn: str, ports: int = 2000) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 found = await link_health(conn, now, limits)
                 took.append(time.perf_counter() - t0)
-        assert len(found) == ports
+            assert len(found) == ports
+            config = AnalyzerConfig()
+            fabric = build_aipod(FabricParams(gpus=128, radix=16))
+            kept = cadences(config)
+            per_round = []
+            for r in range(rounds):
+                ctx = context_for(fabric, config, now + timedelta(seconds=r * round_s), round_s, kept=kept)
+                t0 = time.perf_counter()
+                await run_check(conn, ctx, check_link_health)
+                per_round.append(time.perf_counter() - t0)
         best = min(took)
+        fits = sum(1 for t in per_round if t > best / 10)
         return {
             "ports": ports,
             "rows_per_table": ports * samples,
             "seconds_per_evaluation": round(best, 3),
             "extrapolated_80k_ports_s": round(best * 80_000 / ports, 1),
+            "cadence": {
+                "interval_s": config.link_health_interval_s,
+                "rounds": rounds,
+                "round_s": round_s,
+                "fits": fits,
+                "mean_seconds_per_round": round(sum(per_round) / rounds, 3),
+                "median_seconds_per_round": round(statistics.median(per_round), 6),
+            },
         }
     finally:
         await pool.close()
