@@ -155,6 +155,16 @@ class SeriesQuery(Query):
     )
 
 
+class OpticsQuery(Query):
+    switch: Name
+    port: Name
+    from_: TimeParam | None = Field(
+        None, alias="from", description="default: `to` minus the link-health trend window (6 h)"
+    )
+    to: TimeParam | None = Field(None, description="default: now")
+    step: DurationParam | None = Field(None, description="bucket width; default: about 300 points")
+
+
 class HistoryQuery(Query):
     from_: TimeParam | None = Field(
         None, alias="from", description="default: `to` minus six hours (or the first evaluation, if later)"

@@ -248,6 +248,7 @@ class LinkHealthOut(Model):
         description="rx power, laser bias, pre-FEC BER, predicted FLR, their thresholds (module or configured) "
         "and slopes per hour"
     )
+    optics: str = Field(description="the measured end's DOM and FEC series with thresholds: a GET /v1/optics URL")
 
 
 class LinksHealthOut(Page):

@@ -5,12 +5,14 @@ link_window_s``), computed when asked from the ``transceiver_dom`` and ``port_fe
 :func:`analyzer.link_health.link_health` (the same computation as the ``link_health`` check),
 one item per link: its worst end. Ranked by predicted time to failure, soonest first; links
 without a trend (``time_to_failure_s`` null) last. A link without transceiver data is not listed.
+Each item's ``optics`` is the measured end's ``GET /v1/optics`` (its series and thresholds).
 """
 
 from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -43,6 +45,7 @@ async def links_health(request: web.Request) -> web.Response:
             confidence=h.confidence,
             basis=h.basis,
             evidence=h.evidence,
+            optics=f"/v1/optics?{urlencode({'switch': h.switch, 'port': h.port})}",
         )
         for end, h in ranked[q.offset : q.offset + q.limit]
     ]
