@@ -1,6 +1,6 @@
 // fabricmon dashboard: a hash router over views that read the REST API like any client.
 // Every view is a URL (#/, #/rail/3, #/switch/NAME, #/port/NAME/PORT?range=6h, #/incident/12,
-// #/job/ID) a person can share. The header's verdict refreshes every few seconds; the overview
+// #/job/ID, #/links) a person can share. The header's verdict refreshes every few seconds; the overview
 // redraws with it, the other views when they are opened again.
 
 import { $, ago, api, el, safeDecode, TOKEN_KEY } from "./core.js";
@@ -11,6 +11,7 @@ import { switchView } from "./views/switch.js";
 import { port } from "./views/port.js";
 import { incident } from "./views/incident.js";
 import { job } from "./views/job.js";
+import { links } from "./views/links.js";
 
 const params = new URLSearchParams(location.search);
 const REFRESH_MS = Math.max(1000, Number(params.get("refresh") || 5) * 1000);
@@ -22,6 +23,7 @@ const ROUTES = [
   [/^\/port\/([^/]+)\/(.+)$/, port, (m) => [[safeDecode(m[1]), `#/switch/${m[1]}`], [safeDecode(m[2])]]],
   [/^\/incident\/(\d+)$/, incident, (m) => [["incident " + m[1]]]],
   [/^\/job\/(.+)$/, job, (m) => [["job " + safeDecode(m[1])]]],
+  [/^\/links$/, links, () => [["links by time to failure"]]],
 ];
 
 function parseHash() {

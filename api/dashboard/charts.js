@@ -57,7 +57,8 @@ function utcLabels(u, splits) {
 // The bucket width of aligned times: the smallest step between two of them.
 const stepOf = (times) => times.reduce((m, t, i) => (i && t - times[i - 1] < m ? t - times[i - 1] : m), Infinity);
 
-// A chart of aligned series: times (unix s) and one array per series, nulls are gaps.
+// A chart of aligned series: times (unix s) and one array per series, nulls are gaps. A series may
+// have its own color and a dash pattern (a threshold line).
 export function timeChart(id, target, { title, times, series, shade = [], sources = [], yfmt, height = 180, range, bridge }) {
   const step = stepOf(times);
   if (bridge === undefined) bridge = Number.isFinite(step) ? 3 * step : 0;
@@ -79,9 +80,10 @@ export function timeChart(id, target, { title, times, series, shade = [], source
         label: s.label,
         stroke: s.color || PALETTE[i % PALETTE.length],
         width: 1.5,
+        dash: s.dash,
         spanGaps: false,
         gaps: bridged(bridge),
-        points: { size: 4 },
+        points: s.dash ? { show: false } : { size: 4 },
         value: yfmt ? (u, v) => (v === null || v === undefined ? "–" : yfmt(v)) : undefined,
       })),
     ],

@@ -1,9 +1,10 @@
 // One port over a range (?range=1h|6h|24h, or ?from=&to= as ISO times): bit rates, PFC pause rates
 // (all priorities, or one), errors and discards, and link state, from /v1/series, with the windows
-// of the incidents touching the port shaded on every chart.
+// of the incidents touching the port shaded on every chart; then its optics (views/optics.js).
 
 import { api, clock, el, enc, link, onPort, q, rate, bps, section, safeDecode, switchWide, table, td } from "../core.js";
 import { alignSeries, incidentWindows, timeChart } from "../charts.js";
+import { opticsSection } from "./optics.js";
 
 const RANGES = { "15m": 900, "1h": 3600, "6h": 6 * 3600, "24h": 86400 };
 
@@ -33,10 +34,11 @@ export async function port(m, query) {
   const priority = /^[0-7]$/.test(query.get("priority") || "") ? query.get("priority") : null;
   const urls = CHARTS.map((c) => c.metrics.map(([metric]) =>
     `/v1/series${q({ switch: sw, port: name, metric, from: r.from, to: r.to, agg: c.agg, priority: c.pfc ? priority : null })}`));
-  const [bodies, incidents, ports] = await Promise.all([
+  const [bodies, incidents, ports, optics] = await Promise.all([
     Promise.all(urls.map((group) => Promise.all(group.map((u) => api(u))))),
     api("/v1/incidents?state=all&limit=500"),
     api(`/v1/switches/${enc(sw)}/ports?limit=1000`),
+    opticsSection(sw, name, r),
   ]);
   const info = ports.items.find((p) => p.name === name);
   const mine = incidents.items.filter((a) => onPort(a, sw, name));
@@ -86,9 +88,10 @@ export async function port(m, query) {
         el("p", { class: "hint", text: `${clock(r.from)} – ${clock(r.to)} · shaded red: incidents on this port ` +
           `(${mine.length}); amber: on the whole switch (${wide.length})` })),
       el("section", { class: "panel wide" }, charts),
+      optics.node,
       section("Incidents on this port and its switch", incRows.length
         ? table(["severity", "incident", "on", "started", "ended"], incRows, { id: "port-incidents" })
         : el("p", { class: "empty", text: "none in the incident history" }))),
   ];
-  return { nodes, after };
+  return { nodes, after: [...after, ...optics.after] };
 }
