@@ -175,12 +175,10 @@ SENSOR_STATIC: tuple[Column, ...] = (
     _c(_ENT_SENSOR, 1, "type", max_value_bytes=3),
     _c(_ENT_SENSOR, 2, "scale", max_value_bytes=3),
     _c(_ENT_SENSOR, 3, "precision", max_value_bytes=3),
+    _c(_ENT_SENSOR, 5, "status", max_value_bytes=3),
     _c(_ENT_SENSOR, 6, "units", "bytes", 255),
 )
-SENSOR_LIVE: tuple[Column, ...] = (
-    _c(_ENT_SENSOR, 4, "value", max_value_bytes=5),
-    _c(_ENT_SENSOR, 5, "status", max_value_bytes=3),
-)
+SENSOR_LIVE: tuple[Column, ...] = (_c(_ENT_SENSOR, 4, "value", max_value_bytes=5),)
 #: entAliasMappingIdentifier of a port entity: ``ifIndex.<n>`` (IF-MIB ifIndex column).
 IF_INDEX_COLUMN = f"{_IF}.1"
 

@@ -17,6 +17,10 @@ or Name ("RX"/"Receive"/"Input" vs "TX"/"Transmit"/"Output"), so that is where i
 a power sensor saying neither or both is skipped and counted. Other types (volts, rpm) are not
 DOM and are ignored. Sensors not ok(1) in entPhySensorOperStatus are not reported.
 
+What a sensor is (its type, scale, precision, units, status, interface, transceiver and role) is
+resolved once per refresh of the entity tables (:func:`plan`); a DOM poll walks only
+entPhySensorValue and applies the plan (:func:`apply_plan`): the per-poll cost is one column.
+
 A module with several lanes reports per lane; the sample keeps the worst lane (lowest rx and tx
 power, highest bias, highest temperature), as :mod:`collector.optics_decode` does. Every value
 is bounded (:data:`collector.optics_decode.BOUNDS`); malformed ones are skipped and counted by
@@ -54,8 +58,9 @@ SCALE_RANGE = range(1, 18)
 MAX_DEPTH = 16
 #: Characters kept of a component name.
 MAX_NAME = 64
-#: Entity and sensor tables refresh after this many DOM polls (and at once on an unknown sensor).
-REFRESH_POLLS = 10
+#: Entity tables and sensor descriptions (and oper status) refresh after this many DOM polls (an
+#: hour at the default 60 s), at once on an unknown sensor (a module plugged in) and after a reboot.
+REFRESH_POLLS = 60
 UNMAPPED = "dom sensor unmapped"
 NO_DIRECTION = "dom power sensor without direction"
 
@@ -195,33 +200,79 @@ class DomCounts:
     invalid: dict[str, int] = field(default_factory=dict)
 
 
-def decode(
-    at: datetime,
-    switch: str,
-    tree: EntityTree,
-    static: Mapping[str, Mapping[str, Value]],
-    live: Mapping[str, Mapping[str, Value]],
-    if_names: Mapping[str, str],
-) -> tuple[list[DomSample], DomCounts]:
-    """One DOM sample per transceiver of a mapped interface, from the sensor table's columns."""
-    counts = DomCounts()
-    modules: dict[tuple[str, str], _Module] = {}
-    kinds, scales, precisions, units = (static.get(k, {}) for k in ("type", "scale", "precision", "units"))
-    status = live.get("status", {})
-    for index, value in live.get("value", {}).items():
-        if status.get(index, STATUS_OK) != STATUS_OK:
-            continue
-        kind, unit_text = kinds.get(index), snmp_lldp.text(units.get(index))[:16]
-        if not is_dom(kind, unit_text):
-            continue  # volts, rpm, ...: not DOM
-        counts.sensors += 1
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """One DOM sensor of a mapped interface: where it goes and how its value reads."""
+
+    if_index: str
+    component: str
+    role: str  # rx | tx | bias | temperature
+    kind: Value | None
+    scale: Value | None
+    precision: Value | None
+    units: str
+
+
+@dataclass(slots=True)
+class SensorPlan:
+    """Every sensor described by the static columns, resolved once per refresh (not per poll)."""
+
+    sensors: dict[str, Planned] = field(default_factory=dict)
+    known: set[str] = field(default_factory=set)  # every index the static columns describe
+    dom: int = 0  # DOM sensors that are ok(1)
+    unmapped: int = 0
+    no_direction: int = 0
+
+
+_ROLE = {AMPERES: "bias", CELSIUS: "temperature"}
+
+
+def plan(tree: EntityTree, static: Mapping[str, Mapping[str, Value]]) -> SensorPlan:
+    """Resolve each described sensor: DOM or not, its interface and transceiver, its role."""
+    out = SensorPlan()
+    kinds, units, status = static.get("type", {}), static.get("units", {}), static.get("status", {})
+    scales, precisions = static.get("scale", {}), static.get("precision", {})
+    for index, kind in kinds.items():
+        out.known.add(index)
+        unit_text = snmp_lldp.text(units.get(index))[:16]
+        if status.get(index, STATUS_OK) != STATUS_OK or not is_dom(kind, unit_text):
+            continue  # not reporting; or volts, rpm, ...: not DOM
+        out.dom += 1
         where = tree.port_of(index)
-        port = if_names.get(str(where[0])) if where is not None else None
-        if where is None or not port:
-            counts.unmapped += 1  # not read: a chassis or PSU sensor is no port's business
+        if where is None:
+            out.unmapped += 1  # not read: a chassis or PSU sensor is no port's business
+            continue
+        role = _ROLE.get(kind, "") if isinstance(kind, int) else ""
+        if not role:
+            way = direction(tree.texts.get(index, ""))
+            if way is None:
+                out.no_direction += 1
+                continue
+            role = way
+        component = tree.names.get(where[1], f"entity {where[1]}")
+        out.sensors[index] = Planned(str(where[0]), component, role, kind, scales.get(index),
+                                     precisions.get(index), unit_text)  # fmt: skip
+    return out
+
+
+def apply_plan(
+    at: datetime, switch: str, sensors: SensorPlan, values: Mapping[str, Value], if_names: Mapping[str, str]
+) -> tuple[list[DomSample], DomCounts]:
+    """One DOM sample per transceiver of a mapped interface, from the sensors' current values."""
+    counts = DomCounts(sensors.dom, sensors.unmapped)
+    if sensors.no_direction:
+        counts.invalid[NO_DIRECTION] = sensors.no_direction
+    modules: dict[tuple[str, str], _Module] = {}
+    for index, value in values.items():
+        s = sensors.sensors.get(index)
+        if s is None:
+            continue
+        port = if_names.get(s.if_index)
+        if not port:
+            counts.unmapped += 1
             continue
         try:
-            got = quantity(kind, scales.get(index), precisions.get(index), value, unit_text)
+            got = quantity(s.kind, s.scale, s.precision, value, s.units)
         except Bad as exc:
             counts.invalid[exc.args[0]] = counts.invalid.get(exc.args[0], 0) + 1
             continue
@@ -230,63 +281,65 @@ def decode(
             continue
         if got is None:
             continue
-        unit, v = got
-        m = modules.setdefault((port, where[1]), _Module())
-        if unit == "dbm":
-            way = direction(tree.texts.get(index, ""))
-            if way is None:
-                counts.invalid[NO_DIRECTION] = counts.invalid.get(NO_DIRECTION, 0) + 1
-                continue
-            (m.rx if way == "rx" else m.tx).append(v)
-        elif unit == "ma":
-            m.bias.append(v)
-        else:
-            m.temperature.append(v)
+        m = modules.get((port, s.component))
+        if m is None:
+            m = modules[(port, s.component)] = _Module()
+        getattr(m, s.role).append(got[1])
     samples = [
-        DomSample(at, switch, port, tree.names.get(entity, f"entity {entity}"), min(m.rx, default=None),
-                  min(m.tx, default=None), max(m.bias, default=None), max(m.temperature, default=None))
-        for (port, entity), m in sorted(modules.items())
+        DomSample(at, switch, port, component, min(m.rx, default=None), min(m.tx, default=None),
+                  max(m.bias, default=None), max(m.temperature, default=None))
+        for (port, component), m in sorted(modules.items())
     ]  # fmt: skip
     return samples, counts
 
 
+def decode(
+    at: datetime,
+    switch: str,
+    tree: EntityTree,
+    static: Mapping[str, Mapping[str, Value]],
+    live: Mapping[str, Mapping[str, Value]],
+    if_names: Mapping[str, str],
+) -> tuple[list[DomSample], DomCounts]:
+    """:func:`plan` then :func:`apply_plan` in one go (``live["status"]``, if given, overrides the static one)."""
+    merged = {**static, "status": {**static.get("status", {}), **live.get("status", {})}}
+    return apply_plan(at, switch, plan(tree, merged), live.get("value", {}), if_names)
+
+
 class DomPoller:
-    """One switch's DOM over SNMP: its cached entity tree and sensor descriptions, and one DOM poll."""
+    """One switch's DOM over SNMP: its cached sensor plan, and one DOM poll."""
 
     def __init__(self, switch: str, count_invalid: Invalid) -> None:
         self.switch = switch
         self.count_invalid = count_invalid
-        self.tree: EntityTree | None = None
-        self.static: dict[str, dict[str, Value]] = {}
+        self.plan: SensorPlan | None = None
         self.polls = 0
         self.unmapped = 0  # sensors skipped so far: no entity maps them to an interface
         self.refreshes = 0
 
     def invalidate(self) -> None:
         """Re-read the entity tables at the next poll (a reboot may renumber them)."""
-        self.tree = None
+        self.plan = None
 
-    async def _refresh(self, walk: Walk) -> None:
+    async def _refresh(self, walk: Walk) -> SensorPlan:
         physical = await walk(ENT_PHYSICAL, None)
         alias = await walk(ENT_ALIAS, None)
-        self.tree = EntityTree.from_walk(physical, alias)
-        self.static = await walk(SENSOR_STATIC, None)
+        self.plan = plan(EntityTree.from_walk(physical, alias), await walk(SENSOR_STATIC, None))
         self.polls = 0
         self.refreshes += 1
+        return self.plan
 
     async def poll(self, walk: Walk, if_names: Mapping[str, str], at_ns: int) -> list[DomSample]:
-        """Walk the sensors (and the entity tables when stale); the samples of mapped transceivers."""
-        if self.tree is None or self.polls >= REFRESH_POLLS:
-            await self._refresh(walk)
-        live = await walk(SENSOR_LIVE, len(self.static.get("type", {})) or None)
-        known = self.static.get("type", {})
-        if any(i not in known for i in live.get("value", {})) and self.polls > 0:
-            await self._refresh(walk)  # a new sensor (a module plugged in): describe it now
-            live = await walk(SENSOR_LIVE, len(self.static.get("type", {})) or None)
+        """Walk the sensors' values (and the entity tables when stale); the samples of mapped transceivers."""
+        fresh = self.plan is None or self.polls >= REFRESH_POLLS
+        sensors = await self._refresh(walk) if fresh or self.plan is None else self.plan
+        values = (await walk(SENSOR_LIVE, len(sensors.known) or None)).get("value", {})
+        if not fresh and any(i not in sensors.known for i in values):
+            sensors = await self._refresh(walk)  # a new sensor (a module plugged in): describe it now
+            values = (await walk(SENSOR_LIVE, len(sensors.known) or None)).get("value", {})
         self.polls += 1
-        assert self.tree is not None
         at = datetime.fromtimestamp(at_ns / 1e9, tz=UTC)
-        samples, counts = decode(at, self.switch, self.tree, self.static, live, if_names)
+        samples, counts = apply_plan(at, self.switch, sensors, values, if_names)
         for kind, n in counts.invalid.items():
             self.count_invalid(f"ENTITY-SENSOR-MIB: {kind}", n)
         self.unmapped += counts.unmapped
