@@ -25,8 +25,10 @@ port with no transceiver data is not a finding: nothing is guessed.
 Each trend is fitted at two scales, the whole window in 60 buckets and its last third in 30 (a
 fast degradation shows in the recent one hours before it fills the window); the earliest
 confident estimate wins. Series are averaged per bucket (the points' mean time) in SQL, so a
-port sends at most 90 points whatever the DOM interval. The check runs every evaluation: at
-16K GPUs (~80K ports) that is ~7M rows a round, not measured yet (docs/decisions.md).
+port sends at most 90 points whatever the DOM interval. The analyzer service runs the check once
+per ``analyzer.link_health_interval_s`` (60 s, the DOM interval) and reuses its findings in the
+rounds between (analyzer/cadence.py): a fit reads the whole window, ~7M rows at 16K GPUs (~80K
+ports), and costs seconds (docs/benchmarks.md).
 """
 
 from __future__ import annotations
