@@ -5,6 +5,9 @@
 - ``pg_dsn`` (session): its DSN, database ``fabricmon``.
 - ``fresh_db`` (function): the DSN of a new, empty database with TimescaleDB, dropped afterwards.
 - ``module_db`` (module): the same, shared by one module's tests.
+- ``migrated_db`` (function): a new database with every migration applied, copied from a template
+  migrated once per run (a copy takes a fraction of the seconds the migrations take).
+- ``pool`` (function): a pool on a ``migrated_db``.
 
 For the whole run ``FABRICMON_DATA_DIR`` points at that same directory, so code that falls back
 to the embedded store (``fabricmon db``, ``migrate`` without a DSN) uses the test cluster and
@@ -27,7 +30,7 @@ import pytest
 from store.pgserver import EmbeddedStore
 
 T = TypeVar("T")
-DB_FIXTURES = frozenset({"pg_store", "pg_dsn", "fresh_db", "module_db", "private_store"})
+DB_FIXTURES = frozenset({"pg_store", "pg_dsn", "fresh_db", "module_db", "migrated_db", "pool", "private_store"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
@@ -102,29 +105,72 @@ def module_db(pg_store: EmbeddedStore) -> Iterator[str]:
     yield from _new_database(pg_store)
 
 
-def _new_database(pg_store: EmbeddedStore) -> Iterator[str]:
-    name = f"fm_test_{uuid.uuid4().hex[:12]}"
+@pytest.fixture(scope="session")
+def migrated_template(pg_store: EmbeddedStore) -> str:
+    """The name of a database migrated once for the run, closed to connections: what ``migrated_db`` copies."""
+    from store.migrate import migrate
+
+    name = f"fm_template_{uuid.uuid4().hex[:12]}"
     run_sync(_admin(pg_store, f"CREATE DATABASE {name}"))
+
+    async def prepare() -> None:
+        conn = await asyncpg.connect(pg_store.dsn(name), timeout=30)
+        try:
+            await conn.execute("SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS timescaledb")
+            await migrate(conn)
+        finally:
+            await conn.close()
+
+    run_sync(prepare())
+    # A copy needs its template without sessions; TimescaleDB's scheduler keeps one open in every
+    # database with the extension, so none may connect any more and the scheduler's is ended.
+    run_sync(_admin(pg_store, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false"))
+    run_sync(_admin(pg_store, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
+    return name
+
+
+@pytest.fixture
+def migrated_db(pg_store: EmbeddedStore, migrated_template: str) -> Iterator[str]:
+    """DSN of a new database with every migration applied (a copy of the run's template); dropped after the test."""
+    yield from _new_database(pg_store, migrated_template)
+
+
+def _new_database(pg_store: EmbeddedStore, template: str | None = None) -> Iterator[str]:
+    name = f"fm_test_{uuid.uuid4().hex[:12]}"
+    if template is None:
+        run_sync(_admin(pg_store, f"CREATE DATABASE {name}"))
+    else:
+        run_sync(_copy(pg_store, name, template))
     dsn = pg_store.dsn(name)
     try:
-        run_sync(_create_extension(dsn))
+        if template is None:
+            run_sync(_create_extension(dsn))
         yield dsn
     finally:
         # FORCE: a test that leaked a connection (or TimescaleDB's scheduler) must not keep it alive.
         run_sync(_admin(pg_store, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
-@pytest.fixture
-async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
-    """A pool on a ``fresh_db`` with every migration applied."""
-    from store.db import create_pool
-    from store.migrate import migrate
+async def _copy(pg_store: EmbeddedStore, name: str, template: str) -> None:
+    """``CREATE DATABASE name TEMPLATE template``, retried while a session of the template is still
+    ending (the scheduler's, just terminated)."""
+    for attempt in range(50):
+        try:
+            await _admin(pg_store, f"CREATE DATABASE {name} TEMPLATE {template}")
+            return
+        except asyncpg.ObjectInUseError:
+            if attempt == 49:
+                raise
+            await asyncio.sleep(0.1)
 
-    pool = await create_pool(fresh_db)
-    async with pool.acquire() as conn:
-        await migrate(conn)
-    yield pool
-    await pool.close()
+
+@pytest.fixture
+async def pool(migrated_db: str) -> AsyncIterator[asyncpg.Pool]:
+    """A pool on a ``migrated_db`` (``tests.support.db.migrated_pool``: migrating it again is a no-op)."""
+    from tests.support.db import migrated_pool
+
+    async with migrated_pool(migrated_db) as pool:
+        yield pool
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ from tests.support.browser import api, console_errors, have_browser, open_view, 
 pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By
 
+from tests.support.ports import free_port
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not have_browser(), reason="chromium and chromedriver are not installed"),
@@ -33,16 +34,10 @@ pytestmark = [
 LINK = re.compile(r"follow it in the dashboard: (http://\S+/#/incident/(\d+))")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def demo(pg_store: EmbeddedStore) -> Iterator[tuple[str, list[str]]]:
     """The demo after its tour (it keeps serving): its base URL and the incident links it printed."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "demo", "--listen", f"127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

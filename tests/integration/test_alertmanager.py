@@ -15,9 +15,8 @@ import contextlib
 import json
 import logging
 import shutil
-import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +40,8 @@ from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from store.db import create_pool
 from store.migrate import migrate
+from tests.support.ports import free_port
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.db
 
@@ -69,20 +70,6 @@ receivers:
       - url: {hook}
         send_resolved: true
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def wait_until(pred: Callable[[], object], within: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + within
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {within:g} s")
-        await asyncio.sleep(0.05)
 
 
 @dataclass
@@ -250,7 +237,7 @@ async def test_an_incident_fires_then_resolves_with_the_same_labels(pool: asyncp
     (alert_id,) = [r["id"] for r in await pool.fetch("SELECT id FROM alerts")]
     async with pushing(pool, [am.config()]) as pusher:
         await push(pusher)
-        await wait_until(lambda: rx.alerts("/am", "firing"), what="a firing notification")
+        await until(lambda: rx.alerts("/am", "firing"), 10, "a firing notification")
         (firing,) = rx.alerts("/am", "firing")
         assert firing["labels"] == {
             "alertname": "link_outage",
@@ -271,7 +258,7 @@ async def test_an_incident_fires_then_resolves_with_the_same_labels(pool: asyncp
         assert (await sync(pool, [])).resolved == 1
         ended = await pool.fetchval("SELECT ended_at FROM alerts WHERE id = $1", alert_id)
         await push(pusher)
-        await wait_until(lambda: rx.alerts("/am", "resolved"), what="a resolved notification")
+        await until(lambda: rx.alerts("/am", "resolved"), 10, "a resolved notification")
         (resolved,) = rx.alerts("/am", "resolved")
         assert resolved["labels"] == firing["labels"] and resolved["startsAt"] == firing["startsAt"]
         assert abs((at(resolved["endsAt"]) - ended).total_seconds()) < 0.01  # fabricmon's resolve, not a timeout
@@ -304,7 +291,7 @@ async def test_an_amtool_silence_mutes_its_match_only(pool: asyncpg.Pool, alertm
     assert (await sync(pool, [1, 2])).fired == 2  # lf-g1-r1 and lf-g1-r2
     async with pushing(pool, [am.config()]) as pusher:
         await push(pusher)
-        await wait_until(lambda: rx.alerts("/am", switch="lf-g1-r1"), what="the unsilenced notification")
+        await until(lambda: rx.alerts("/am", switch="lf-g1-r1"), 10, "the unsilenced notification")
         held = {a["labels"]["switch"]: a for a in await am.alerts()}
         assert set(held) == {"lf-g1-r1", "lf-g1-r2"}  # both arrived ...
         assert held["lf-g1-r2"]["status"] == {"state": "suppressed", "silencedBy": [silence], "inhibitedBy": []}
@@ -322,7 +309,7 @@ async def test_an_ha_pair_both_get_every_push(pool: asyncpg.Pool, alertmanagers:
     await sync(pool, [5])
     async with pushing(pool, [a.config(), b.config()]) as pusher:
         await push(pusher)
-        await wait_until(lambda: rx.alerts("/a") and rx.alerts("/b"), what="both notified")
+        await until(lambda: rx.alerts("/a") and rx.alerts("/b"), 10, "both notified")
         assert rx.alerts("/a")[0]["labels"] == rx.alerts("/b")[0]["labels"]
         assert [(s.pushes, s.failures) for s in pusher.stats] == [(1, 0), (1, 0)]
 
@@ -339,7 +326,7 @@ async def test_a_dead_alertmanager_delays_no_other_and_catches_up(
         dead_stats, live_stats = pusher.stats
         for _ in range(2):
             await push(pusher)
-        await wait_until(lambda: rx.alerts("/live"), what="the live one notified")
+        await until(lambda: rx.alerts("/live"), 10, "the live one notified")
         assert (dead_stats.pushes, dead_stats.failures, live_stats.failures) == (2, 2, 0)
         assert dead_stats.last_error is not None and dead_stats.last_success_at is None
         assert "ClientConnectorError" in dead_stats.last_error or "refused" in dead_stats.last_error
@@ -349,7 +336,7 @@ async def test_a_dead_alertmanager_delays_no_other_and_catches_up(
 
         await dead.start()
         await push(pusher)
-        await wait_until(lambda: rx.alerts("/dead"), what="the revived one notified")
+        await until(lambda: rx.alerts("/dead"), 10, "the revived one notified")
         assert (dead_stats.pushes, dead_stats.failures) == (3, 2) and pusher.stats[0].last_success_at is not None
         back = [r for r in caplog.records if r.name == "analyzer.alertmanager" and "accepting" in r.getMessage()]
         assert len(back) == 1 and back[0].levelno == logging.INFO
@@ -435,7 +422,7 @@ async def test_the_analyzer_pushes_every_round_warm_up_included(pool: asyncpg.Po
     stop = asyncio.Event()
     running = asyncio.create_task(service.run(stop))
     try:
-        await wait_until(lambda: rx.alerts("/am", "firing") and service.alertmanagers.stats[0].pushes >= 3)
+        await until(lambda: rx.alerts("/am", "firing") and service.alertmanagers.stats[0].pushes >= 3, 10)
     finally:
         stop.set()
         await asyncio.wait_for(running, 10)

@@ -186,13 +186,15 @@ async def read_memory_of(pool: asyncpg.Pool) -> list[IncidentMemory]:
         return await read_memory(conn)
 
 
-async def test_a_storm_whose_origin_moves_stays_one_alert_across_a_restart(pool: asyncpg.Pool, fresh_db: str) -> None:
+async def test_a_storm_whose_origin_moves_stays_one_alert_across_a_restart(
+    pool: asyncpg.Pool, migrated_db: str
+) -> None:
     leaf = storm("lf-g1-r2", "swp65", ["sp-r2-1:swp1", "sp-r2-1:swp33", "ssp-1:swp2"])
     r = await sync(pool, [leaf], T0)
     assert (r.fired, r.deliveries) == (1, 2)
     await pool.close()
     # a new analyzer (a restart, a takeover): the storm's tail, named from a spine port, is the same alert
-    pool2 = await create_pool(fresh_db)
+    pool2 = await create_pool(migrated_db)
     try:
         async with pool2.acquire() as conn:
             storms = ongoing_storms(await read_memory(conn))
@@ -248,7 +250,9 @@ def link_down(switch: str, port: str, down_now: bool = True) -> Finding:
     )
 
 
-async def test_a_rebooted_spines_late_links_stay_its_alert_across_a_restart(pool: asyncpg.Pool, fresh_db: str) -> None:
+async def test_a_rebooted_spines_late_links_stay_its_alert_across_a_restart(
+    pool: asyncpg.Pool, migrated_db: str
+) -> None:
     cabled = [p for p in FABRIC.ports("sp-r4-1") if p.peer is not None]
     r = await sync(pool, [link_down("sp-r4-1", p.name) for p in cabled], T0)
     assert r.fired == 1
@@ -259,7 +263,7 @@ async def test_a_rebooted_spines_late_links_stay_its_alert_across_a_restart(pool
     assert len(mem.switch_links) == len(cabled)
     await pool.close()
     # a new analyzer: the spine is back, one superspine's late poll still has its links down
-    pool2 = await create_pool(fresh_db)
+    pool2 = await create_pool(migrated_db)
     try:
         ssp, other = sorted({p.peer.node for p in cabled if p.peer is not None and p.peer.node.startswith("ssp-")})[:2]
         late = [link_down("sp-r4-1", p.name, down_now=False) for p in cabled if p.peer and p.peer.node == ssp]
@@ -282,13 +286,13 @@ async def test_a_rebooted_spines_late_links_stay_its_alert_across_a_restart(pool
         await pool2.close()
 
 
-async def test_restart_neither_refires_nor_forgets(pool: asyncpg.Pool, fresh_db: str) -> None:
+async def test_restart_neither_refires_nor_forgets(pool: asyncpg.Pool, migrated_db: str) -> None:
     await sync(pool, [outage(1), outage(2)], T0)
     assert len(await deliveries(pool)) == 4
     await pool.close()
 
     # a new analyzer process: new pool, nothing in memory
-    pool2 = await create_pool(fresh_db)
+    pool2 = await create_pool(migrated_db)
     try:
         r = await sync(pool2, [outage(1), outage(2)], T0 + timedelta(seconds=30))
         assert (r.fired, r.updated, r.deliveries) == (0, 2, 0)

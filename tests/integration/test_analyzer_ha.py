@@ -39,6 +39,7 @@ from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from store.db import create_pool
 from store.migrate import migrate
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -206,14 +207,6 @@ async def first_run_after(conn: asyncpg.Connection, since: datetime, within_s: f
             return at, time.time()
         await asyncio.sleep(0.02)
     raise AssertionError(f"no evaluation within {within_s} s of {since}")
-
-
-async def until(cond: Callable[[], bool], within_s: float, what: str) -> None:
-    deadline = time.monotonic() + within_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {within_s} s")
-        await asyncio.sleep(0.05)
 
 
 async def pair(start: Callable[[str], Any], delivered: Callable[[], bool]) -> tuple[Analyzer, Analyzer]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,8 @@ from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from simulator.sim_config import sim_config
 from store.inventory import ensure_fabric
+from tests.support.configs import config
+from tests.support.waiting import until
 
 PARAMS = FabricParams(gpus=32, rails=2, radix=8)
 TTL_S = 2.0
@@ -26,9 +28,7 @@ TTL_S = 2.0
 
 def _config(spool: Path, shards: int = 2) -> Config:
     data: dict[str, Any] = sim_config(gnmi_address="127.0.0.1:9", snmp_address="127.0.0.1:9", params=PARAMS)
-    data["collector"].update({"shard": "auto", "shards": shards, "lease_ttl_s": TTL_S})
-    data["database"] = {"writer": {"spool_dir": str(spool)}}
-    return Config.model_validate(data)
+    return config(data, spool=spool, flush_s=None, collector={"shard": "auto", "shards": shards, "lease_ttl_s": TTL_S})
 
 
 @contextlib.asynccontextmanager
@@ -40,14 +40,6 @@ async def running(auto: AutoShards) -> AsyncIterator[asyncio.Event]:
     finally:
         stop.set()
         await asyncio.wait_for(task, 60)
-
-
-async def _until(cond: Callable[[], Any], within_s: float, what: Callable[[], str]) -> None:
-    for _ in range(int(within_s / 0.1)):
-        if cond():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"not within {within_s} s: {what()}")
 
 
 async def _holders(pool: asyncpg.Pool) -> dict[int, str]:
@@ -67,18 +59,18 @@ async def test_the_first_up_hands_a_shard_over_and_a_clean_stop_frees_its_leases
     b = AutoShards(_config(tmp_path / "b"), fabric, pool)
     assert a.holder != b.holder
     async with running(a):
-        await _until(lambda: set(a.services) == {0, 1}, 10, lambda: f"a runs {set(a.services)}")
+        await until(lambda: set(a.services) == {0, 1}, 10, lambda: f"a runs {set(a.services)}")
         assert await _holders(pool) == {0: a.holder, 1: a.holder}
         async with running(b) as stop_b:
             # a holds more than its fair share now: it hands one shard over, and b takes it
-            await _until(lambda: len(a.services) == 1 and len(b.services) == 1, 15, lambda: f"{a.stats} {b.stats}")
+            await until(lambda: len(a.services) == 1 and len(b.services) == 1, 15, lambda: f"{a.stats} {b.stats}")
             held = await _holders(pool)
             assert sorted(held.values()) == sorted([a.holder, b.holder])
             assert a.stats.released == 1 and b.stats.claims == 1
             given = set(b.services)
             stop_b.set()
         # b stopped cleanly: its lease was released, so a takes the shard back well inside the TTL
-        await _until(lambda: set(a.services) == {0, 1}, TTL_S, lambda: f"a runs {set(a.services)}")
+        await until(lambda: set(a.services) == {0, 1}, TTL_S, lambda: f"a runs {set(a.services)}")
         assert given <= set(a.services) and a.stats.lost == 0
     assert await _holders(pool) == {}
     assert await pool.fetchval("SELECT count(*) FROM collector_members") == 0
@@ -94,10 +86,10 @@ async def test_a_shard_that_cannot_start_is_released_and_retried_after_a_ttl(
     blocked.write_text("a file where the spool directory should be\n")
     a = AutoShards(_config(blocked / "spool", shards=1), fabric, pool)
     async with running(a):
-        await _until(lambda: a.stats.crashed >= 1, 10, lambda: f"{a.stats}")
+        await until(lambda: a.stats.crashed >= 1, 10, lambda: f"{a.stats}")
         assert a.services == {} and await _holders(pool) == {}
         # not claimed again at once (a crash loop), but after the TTL
         crashed = a.stats.crashed
         await asyncio.sleep(TTL_S / 2)
         assert a.stats.crashed == crashed
-        await _until(lambda: a.stats.crashed > crashed, 3 * TTL_S, lambda: f"{a.stats}")
+        await until(lambda: a.stats.crashed > crashed, 3 * TTL_S, lambda: f"{a.stats}")

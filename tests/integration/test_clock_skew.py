@@ -30,9 +30,8 @@ from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from store import clocks
 from store.config import WriterConfig
-from store.db import Pool, create_pool
-from store.inventory import ensure_fabric
-from store.migrate import migrate
+from store.db import Pool
+from tests.support.db import migrated_pool
 
 S = 1_000_000_000
 FABRIC = build_aipod(FabricParams(gpus=64, radix=16))
@@ -44,14 +43,8 @@ Client = TestClient[web.Request, web.Application]
 
 @pytest.fixture
 async def pool(fresh_db: str) -> AsyncIterator[Pool]:
-    pool = await create_pool(fresh_db)
-    async with pool.acquire() as conn:
-        await migrate(conn)
-        await ensure_fabric(conn, FABRIC)
-    try:
+    async with migrated_pool(fresh_db, FABRIC) as pool:
         yield pool
-    finally:
-        await pool.close()
 
 
 def rounds(switch: str, end_ns: int, *, up: Sequence[bool] = (True, True, True), step_s: int = 10) -> list[PortReading]:

@@ -31,7 +31,8 @@ from store.migrate import migrate
 from store.pgserver import EmbeddedStore
 from store.records import from_int8
 from tests.integration.test_collector_snmp_device import snmpsim as snmpsim_fixture
-from tests.support.collecting import running_collector
+from tests.support.collecting import polled, running_collector
+from tests.support.configs import config
 from tests.support.ledger import assert_complete, settle
 from tests.support.sim_process import started_sim
 
@@ -57,8 +58,7 @@ def _config(sim: RunningSim, spool: Path) -> Config:
     data: dict[str, Any] = sim_config(
         gnmi_address=addr["gnmi"], snmp_address=addr["snmp"], params=PARAMS, gnmi_interval_s=1.0, snmp_interval_s=1.0
     )
-    data["database"] = {"writer": {"flush_interval_s": 0.2, "spool_dir": str(spool)}}
-    return Config.model_validate(data)
+    return config(data, spool=spool)
 
 
 @contextlib.asynccontextmanager
@@ -152,16 +152,14 @@ async def test_a_flap_becomes_link_events_with_their_down_time(fresh_db: str, tm
     # was back up by then, and only carrier-transitions told of the flap.
     args = ["--gpus", "512", "--gnmi", "127.0.0.1:0", "--snmp", "127.0.0.1:0", "--control", "127.0.0.1:0"]
     with started_sim(tmp_path, args, 20) as sim:
-        data = {**sim.config, "collector": {"gnmi_interval_s": 1.0, "snmp_interval_s": 1.0}}
-        data["database"] = {"writer": {"flush_interval_s": 0.2, "spool_dir": str(tmp_path / "spool")}}
-        config = Config.model_validate(data)
+        cfg = config(sim.config, spool=tmp_path / "spool", collector={"gnmi_interval_s": 1.0, "snmp_interval_s": 1.0})
         fabric = build_aipod(PARAMS)
         pool = await create_pool(fresh_db)
         try:
             async with pool.acquire() as conn:
                 await migrate(conn)
                 await ensure_fabric(conn, fabric)
-            async with running_collector(config, fabric, pool):
+            async with running_collector(cfg, fabric, pool):
                 # Both ends collected first: a flap that ends before the leaf's stream has started
                 # is one its first sample reads as up, with no transition to record.
                 for switch, port in (("sp-r4-1", "swp1"), ("lf-g1-r4", "swp65")):
@@ -262,14 +260,7 @@ async def test_a_real_switch_lands_in_the_tables_with_unknown_ports_flagged(
         pipe.start()
         target = SwitchTarget("arista-7150s", "snmp", snmpsim, community=SecretStr(""), timeout_s=2, retries=1)
         collector = SnmpCollector([target], pipe, CollectorConfig(snmp_interval_s=60), spread_s=0)
-        task = asyncio.create_task(collector.run())
-        for _ in range(300):
-            if collector.stats.polls_ok >= 1:
-                break
-            await asyncio.sleep(0.05)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await polled(collector, 1, 15)
         await pipe.close()
         assert await pool.fetchval("SELECT role FROM switches WHERE name='arista-7150s' AND NOT known") == "unknown"
         flagged = {

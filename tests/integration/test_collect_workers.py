@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -36,9 +35,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from collector.targets import shard_of
 from fabric.topology import FabricParams, build_aipod
 from store.heartbeats import Heartbeat
+from tests.support.ports import free_port
 from tests.support.sim_process import sim_512
 from tests.support.sync_db import SyncDb
-from tests.support.waiting import until
+from tests.support.waiting import until_sync
 
 SWITCHES = frozenset(build_aipod(FabricParams(gpus=512)).switches)
 PROMTOOL = shutil.which("promtool")
@@ -76,12 +76,6 @@ class Supervisor:
         return self.log.read_text()[-4000:]
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def pid_of(hb: Heartbeat) -> int:
     """The worker's pid, from its collector id ``<hostname>:<pid>/shard-I-of-N``."""
     return int(hb.collector.rpartition(":")[2].partition("/")[0])
@@ -112,7 +106,7 @@ def supervisor(sim_config: dict[str, Any], fresh_db: str, tmp_path: Path, db: Db
     }
     path = tmp_path / "fabricmon.yaml"
     path.write_text(yaml.safe_dump(config))
-    listen = f"127.0.0.1:{_port()}"
+    listen = f"127.0.0.1:{free_port()}"
     log = tmp_path / "collect.err"
     argv = [sys.executable, "-m", "cli.main", "collect", "--config", str(path), "--workers", "2"]
     with log.open("w") as err:
@@ -155,7 +149,7 @@ def both_shards(db: Db, since: datetime | None = None) -> dict[str, Heartbeat] |
 def test_workers_collect_each_switch_once_restart_a_killed_one_and_drain(db: Db, supervisor: Supervisor) -> None:
     sup = supervisor
     t0 = datetime.now(UTC)
-    rows = until(lambda: both_shards(db), 40, lambda: f"{db.live()}\n{sup.stderr()}")
+    rows = until_sync(lambda: both_shards(db), 40, lambda: f"{db.live()}\n{sup.stderr()}")
 
     # Each switch in exactly one worker, the one CRC32 names; each worker a child of the supervisor.
     assert {hb.collector.rpartition("/")[2] for hb in rows.values()} == {"shard-0-of-2", "shard-1-of-2"}
@@ -164,7 +158,7 @@ def test_workers_collect_each_switch_once_restart_a_killed_one_and_drain(db: Db,
     assert all(shard_of(s, 2) == int(shard[0]) for shard, names in sets.items() for s in names)
     for hb in rows.values():
         assert int(Path(f"/proc/{pid_of(hb)}/stat").read_text().rpartition(")")[2].split()[1]) == sup.proc.pid
-    until(lambda: db.fresh(t0) == SWITCHES, 20, lambda: f"{SWITCHES - db.fresh(t0)} not fresh\n{sup.stderr()}")
+    until_sync(lambda: db.fresh(t0) == SWITCHES, 20, lambda: f"{SWITCHES - db.fresh(t0)} not fresh\n{sup.stderr()}")
 
     # One endpoint for both: each switch connected under exactly one shard label; promtool-clean.
     def both_up() -> tuple[bytes, dict[str, dict[tuple[tuple[str, str], ...], float]]] | None:
@@ -172,7 +166,7 @@ def test_workers_collect_each_switch_once_restart_a_killed_one_and_drain(db: Db,
         up = samples.get("fabricmon_collector_worker_up", {})
         return (body, samples) if up == {(("shard", "0"),): 1.0, (("shard", "1"),): 1.0} else None
 
-    body, samples = until(both_up, 20, lambda: f"{scrape(sup)[1].get('fabricmon_collector_worker_up')}")
+    body, samples = until_sync(both_up, 20, lambda: f"{scrape(sup)[1].get('fabricmon_collector_worker_up')}")
     connected: dict[str, list[str]] = {}
     for labels, value in samples["fabricmon_target_state"].items():
         d = dict(labels)
@@ -195,10 +189,10 @@ def test_workers_collect_each_switch_once_restart_a_killed_one_and_drain(db: Db,
         r = both_shards(db, t_kill)
         return r if r is not None and pid_of(r["1/2"]) != killed else None
 
-    after = until(restarted, 30, lambda: f"{db.live()}\n{sup.stderr()}")
+    after = until_sync(restarted, 30, lambda: f"{db.live()}\n{sup.stderr()}")
     assert pid_of(after["0/2"]) == other and alive(other) and not alive(killed)
     assert set(after["1/2"].switches) == sets["1/2"]
-    until(lambda: sets["1/2"] <= db.fresh(t_kill), 20, lambda: f"{sets['1/2'] - db.fresh(t_kill)} not fresh")
+    until_sync(lambda: sets["1/2"] <= db.fresh(t_kill), 20, lambda: f"{sets['1/2'] - db.fresh(t_kill)} not fresh")
     restarts = scrape(sup)[1]["fabricmon_collector_worker_restarts_total"]
     assert restarts == {(("shard", "0"),): 0.0, (("shard", "1"),): 1.0}
     assert "shard 1/2: worker (pid" in sup.stderr() and "was killed by SIGKILL; restarting" in sup.stderr()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from store.migrate import migrate
 from store.pgserver import EmbeddedStore
 from tests.integration.test_collector_heartbeats import FABRIC, INTERVAL_S, Collector, sim_config, start_collector
 from tests.support.receiver import Got, receiver
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 __all__ = ["sim_config", "start_collector"]  # fixtures used here, defined beside the heartbeat tests
@@ -44,14 +44,6 @@ def _config(sim: dict[str, Any], dsn: str, url: str, tmp: Path) -> Config:
         "webhooks": [{"url": url, "secret": "s3cret", "timeout_s": 2, "backoff_initial_s": 0.2, "backoff_max_s": 1}]
     }
     return Config.model_validate(data)
-
-
-async def _until(cond: Callable[[], bool], within_s: float, what: Callable[[], str]) -> None:
-    deadline = time.monotonic() + within_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {within_s} s: {what()}")
-        await asyncio.sleep(0.25)
 
 
 def _status(service: AnalyzerService) -> str:
@@ -105,7 +97,7 @@ async def _phases(
     store: EmbeddedStore, start_collector: Callable[[str], Collector], service: AnalyzerService, got: Got
 ) -> None:
     collector = start_collector(store.dsn())
-    await _until(lambda: _status(service) == "healthy" and service.rounds > 6, 60, lambda: _report(service))
+    await until(lambda: _status(service) == "healthy" and service.rounds > 6, 60, lambda: _report(service))
     assert got.items == [], [(g["alert"]["rule"], g["alert"]["summary"]) for g in got.items]
 
     # 1. Frozen for three sampling intervals past the staleness limit.
@@ -114,7 +106,7 @@ async def _phases(
     await asyncio.sleep(STALE_S + 3 * INTERVAL_S)
     frozen = _report(service)
     collector.proc.send_signal(signal.SIGCONT)
-    await _until(lambda: _status(service) == "healthy", 40, lambda: _report(service))
+    await until(lambda: _status(service) == "healthy", 40, lambda: _report(service))
     await asyncio.sleep(3.0)  # past the hold-down: the collection incident resolves, nothing else opens
     sent = got.since(start)
     _judge("frozen", sent)
@@ -128,7 +120,7 @@ async def _phases(
     await asyncio.sleep(STALE_S + 2 * INTERVAL_S)
     killed = _report(service)
     replacement = start_collector(store.dsn())
-    await _until(lambda: _status(service) == "healthy", 60, lambda: _report(service))
+    await until(lambda: _status(service) == "healthy", 60, lambda: _report(service))
     await asyncio.sleep(3.0)
     _judge("killed", got.since(start))
     assert "collection" in killed, killed
@@ -138,7 +130,7 @@ async def _phases(
     store.stop()
     await asyncio.sleep(4.0)
     store.start()
-    await _until(lambda: _status(service) == "healthy", 60, lambda: _report(service))
+    await until(lambda: _status(service) == "healthy", 60, lambda: _report(service))
     await asyncio.sleep(3 * STALE_S)  # no stale alarm may follow the recovery
     _judge("database restart", got.since(start))
     report = service.last_report or {}

@@ -17,8 +17,9 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.gnmi import GnmiTuning
 from collector.records import TargetState
-from tests.integration.test_collector_gnmi import RecordingSink, collecting, gnmi_target, until
+from tests.integration.test_collector_gnmi import RecordingSink, collecting, gnmi_target
 from tests.support.gnmi_fuzz import IF, PROBE, SEEDS, SW, TS, one, typed
+from tests.support.waiting import until
 
 HOSTILE = [data for name, data in sorted(SEEDS.items()) if name.startswith("issue28-")]
 

@@ -40,8 +40,9 @@ from store.migrate import migrate
 from store.pgserver import EmbeddedStore
 from store.records import PortSample
 from store.writer import BatchWriter
+from tests.support.ports import free_port
 from tests.support.sim_process import sim_process
-from tests.support.waiting import until
+from tests.support.waiting import until_sync
 
 FABRIC = build_aipod(FabricParams(gpus=16, rails=2, radix=8))  # 10 switches: 4 leaves (gNMI), 6 over SNMP
 SWITCHES = frozenset(FABRIC.switches)
@@ -141,12 +142,6 @@ class Collector:
         assert self.proc.wait(timeout=40) == 0, self.stderr()
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def start_collector(sim_config: dict[str, Any], tmp_path: Path) -> Iterator[Callable[[str], Collector]]:
     started: list[Collector] = []
@@ -158,7 +153,7 @@ def start_collector(sim_config: dict[str, Any], tmp_path: Path) -> Iterator[Call
         path = tmp_path / "fabricmon.yaml"
         path.write_text(yaml.safe_dump(config))
         log = tmp_path / f"collect-{len(started)}.err"
-        listen = f"127.0.0.1:{_port()}"
+        listen = f"127.0.0.1:{free_port()}"
         with log.open("w") as err:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "cli.main", "collect", "--config", str(path), "--metrics-listen", listen],
@@ -220,10 +215,10 @@ def watch(db: Db, seconds: float, seen: list[str]) -> list[tuple[CollectionState
 
 def test_a_collector_heartbeats_and_says_when_it_stopped(db: Db, start_collector: Callable[[str], Collector]) -> None:
     c = start_collector(db.dsn)
-    first = until(lambda: db.row_if(c.id, lambda r: r.watermark is not None), 40, c.stderr)
+    first = until_sync(lambda: db.row_if(c.id, lambda r: r.watermark is not None), 40, c.stderr)
     assert first.shard is None and first.switches == tuple(sorted(SWITCHES)) and first.interval_s == INTERVAL_S
     assert first.stopped_at is None and first.started_at <= first.resumed_at <= first.heartbeat_at
-    until(lambda: healthy(db, c), 20, lambda: f"{db.judge()[0]}\n{c.stderr()}")
+    until_sync(lambda: healthy(db, c), 20, lambda: f"{db.judge()[0]}\n{c.stderr()}")
     a = db.row(c.id)
     time.sleep(2.5)
     b = db.row(c.id)
@@ -247,7 +242,7 @@ def test_a_collector_heartbeats_and_says_when_it_stopped(db: Db, start_collector
 
 def test_a_frozen_collector_is_silent_not_the_fabric(db: Db, start_collector: Callable[[str], Collector]) -> None:
     c = start_collector(db.dsn)
-    until(lambda: healthy(db, c), 40, lambda: f"{db.judge()[0]}\n{c.stderr()}")
+    until_sync(lambda: healthy(db, c), 40, lambda: f"{db.judge()[0]}\n{c.stderr()}")
     seen: list[str] = []
     c.proc.send_signal(signal.SIGSTOP)
     stopped_at = datetime.now(UTC)
@@ -294,7 +289,7 @@ def _reconnected_since(f: Finding, t: datetime) -> bool:
 
 def test_a_wedged_writer_shows_in_the_watermark(db: Db, start_collector: Callable[[str], Collector]) -> None:
     c = start_collector(db.dsn)
-    until(lambda: healthy(db, c), 40, lambda: f"{db.judge()[0]}\n{c.stderr()}")
+    until_sync(lambda: healthy(db, c), 40, lambda: f"{db.judge()[0]}\n{c.stderr()}")
     seen: list[str] = []
     db.lock_port_counters()
     try:
@@ -306,7 +301,7 @@ def test_a_wedged_writer_shows_in_the_watermark(db: Db, start_collector: Callabl
         assert state.unobserved() == SWITCHES
     finally:
         db.unlock()
-    until(lambda: healthy(db, c), 30, lambda: f"{seen[-5:]}\n{c.stderr()}")
+    until_sync(lambda: healthy(db, c), 30, lambda: f"{seen[-5:]}\n{c.stderr()}")
     c.stop()
 
 
@@ -316,7 +311,7 @@ def test_database_restart_replays_then_healthy(
     db = Db(private_store.dsn())
     try:
         c = start_collector(db.dsn)
-        until(lambda: healthy(db, c), 40, lambda: f"{db.judge()[0]}\n{c.stderr()}")
+        until_sync(lambda: healthy(db, c), 40, lambda: f"{db.judge()[0]}\n{c.stderr()}")
         before = db.row(c.id)
         db.close()
         private_store.stop()
@@ -329,7 +324,7 @@ def test_database_restart_replays_then_healthy(
         db.lock_port_counters()
         c.proc.send_signal(signal.SIGCONT)
         assert before is not None
-        replaying = until(
+        replaying = until_sync(
             lambda: db.row_if(c.id, lambda r: r.replaying and r.heartbeat_at > before.heartbeat_at), 30, c.stderr
         )
         assert replaying.spool_rows > 0 and replaying.backlog_rows >= replaying.spool_rows

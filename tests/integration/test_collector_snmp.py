@@ -14,7 +14,7 @@ import os
 import socket
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
@@ -30,6 +30,7 @@ from collector.targets import SwitchTarget
 from fabric.model import FabricParams
 from simulator.fabric_state import FabricState
 from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
+from tests.support.waiting import until
 
 COUNTERS = (
     "in_octets", "out_octets", "in_unicast_pkts", "out_unicast_pkts", "in_multicast_pkts",
@@ -116,14 +117,6 @@ async def collecting(collector: SnmpCollector) -> AsyncIterator[SnmpCollector]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-async def until(cond: Callable[[], bool], within_s: float) -> None:
-    deadline = time.monotonic() + within_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within_s}s")
-        await asyncio.sleep(0.02)
 
 
 def _config(interval: float, concurrency: int = 64) -> CollectorConfig:

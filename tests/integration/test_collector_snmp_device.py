@@ -26,9 +26,10 @@ from collector.oids import ETHERNET_IF_TYPES
 from collector.records import PFC_TOTAL_WRAP32, TargetState
 from collector.snmp import SnmpCollector
 from collector.targets import SwitchTarget
-from tests.integration.test_collector_snmp import RecordingSink, collecting, until
+from tests.integration.test_collector_snmp import RecordingSink, collecting
 from tests.support.snmpsim import column, parse_snmprec, serving
 from tests.support.snmpsim import recording as recording_path
+from tests.support.waiting import until
 
 RECORDING = "cloud/arista-dcs-7150s-52-cl.snmprec.bz2"
 V3_ARGS = ["--v3-user=fabricmon", "--v3-auth-key=fabricmon-auth", "--v3-auth-proto=SHA",

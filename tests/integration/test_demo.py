@@ -4,7 +4,6 @@ raises nothing. (The demo uses the test run's embedded store, through FABRICMON_
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,18 +11,13 @@ from pathlib import Path
 import pytest
 
 from store.pgserver import EmbeddedStore
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.ports import free_port
 
 
 def _demo(tmp_path: Path, *args: str, timeout: float) -> tuple[int, dict[str, object], str]:
     report = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "cli.main", "demo", "--listen", f"127.0.0.1:{_free_port()}", "--report", str(report),
+        [sys.executable, "-m", "cli.main", "demo", "--listen", f"127.0.0.1:{free_port()}", "--report", str(report),
          *args],
         capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import os
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -205,35 +205,30 @@ async def test_unsolicited_ping_acks_and_other_chatter_do_not_keep_a_dead_peer_a
     assert err is not None and err.code() is StatusCode.UNAVAILABLE and "keepalive" in err.details()
 
 
-async def test_a_ping_ack_must_carry_our_pings_bytes() -> None:
-    async def wrong_ack(peer: Peer) -> None:
+def _answering_pings(ack: Callable[[bytes], bytes]) -> Script:
+    """A peer that answers each of our PINGs with a PING ACK carrying ``ack(our bytes)``."""
+
+    async def answer(peer: Peer) -> None:
         await peer.expect(h2.HEADERS, 1)
         await peer.respond(1)
         seen = 0
         while True:
             pings = [f for f in peer.sent(h2.PING) if not f[1] & h2.ACK]
             for f in pings[seen:]:
-                await peer.send(frame(h2.PING, h2.ACK, 0, bytes(b ^ 0xFF for b in f[3])))
+                await peer.send(frame(h2.PING, h2.ACK, 0, ack(bytes(f[3]))))
             seen = len(pings)
             await asyncio.sleep(0.02)
 
-    err = await _keepalive_against(wrong_ack)
+    return answer
+
+
+async def test_a_ping_ack_must_carry_our_pings_bytes() -> None:
+    err = await _keepalive_against(_answering_pings(lambda ours: bytes(b ^ 0xFF for b in ours)))
     assert err is not None and "keepalive" in err.details()
 
 
 async def test_a_peer_that_answers_our_pings_stays_connected() -> None:
-    async def echo(peer: Peer) -> None:
-        await peer.expect(h2.HEADERS, 1)
-        await peer.respond(1)
-        seen = 0
-        while True:
-            pings = [f for f in peer.sent(h2.PING) if not f[1] & h2.ACK]
-            for f in pings[seen:]:
-                await peer.send(frame(h2.PING, h2.ACK, 0, f[3]))
-            seen = len(pings)
-            await asyncio.sleep(0.02)
-
-    assert await _keepalive_against(echo) is None  # 3 s: ten keepalive rounds, each answered
+    assert await _keepalive_against(_answering_pings(bytes)) is None  # 3 s: ten keepalive rounds, each answered
 
 
 # --- item 5: RFC 9113 leniency --------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import asyncpg
@@ -21,10 +21,11 @@ from collector.records import LldpNeighborReading, LldpReading, PortReading
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from store.db import create_pool
-from store.inventory import ensure_fabric, record_discovered
+from store.inventory import record_discovered
 from store.lldp import Neighbor, NeighborTable, replace_neighbors
-from store.migrate import migrate
 from store.sqlstate import is_row_error
+from tests.support.db import migrated_pool
+from tests.support.waiting import until
 
 S = 1_000_000_000
 T0 = 1_790_000_000 * S
@@ -35,26 +36,12 @@ ROUND_S = 0.05
 
 @pytest.fixture
 async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pool(fresh_db)
-    try:
-        async with pool.acquire() as conn:
-            await migrate(conn)
-            await ensure_fabric(conn, FABRIC)
+    async with migrated_pool(fresh_db, FABRIC) as pool:
         yield pool
-    finally:
-        await pool.close()
 
 
 def lldp(port: str, system_name: str, t_s: int = 0, **fields: str) -> LldpReading:
     return LldpReading(SW, port, T0 + t_s * S, (LldpNeighborReading(system_name, "nic1", **fields),))
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout_s: float = 10.0) -> None:
-    for _ in range(int(timeout_s / 0.02)):
-        if await check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("timed out")
 
 
 async def neighbors(pool: asyncpg.Pool) -> dict[str, tuple[str, str | None]]:
@@ -86,19 +73,19 @@ async def test_text_the_database_cannot_store_lands_cleaned_among_good_tables(
             ]
         )
         await pipe.put_ports([PortReading(SW, "swp\x0099", T0, oper_up=True)])  # unknown, and a NUL in its name
-        await until(lambda: _has(pool, 4))
+        await until(lambda: _has(pool, 4), 10)
         assert await neighbors(pool) == {
             "swp1": ("srv-g1-001", ""),
             "swp2": ("srv-g1-002", ""),
             "swp3": ("srv-g1-003", "nic\ufffd1"),
             "swp4": ("srv-g1-004", ""),
         }
-        await until(lambda: _unknown(pool, {"swp99"}))
+        await until(lambda: _unknown(pool, {"swp99"}), 10)
         # The same bad table again, a round later: cleaned and counted again, not logged again.
         await pipe.put_lldp([lldp("swp2", "srv-g1\x00-002", t_s=1)])
-        await until(lambda: _seen_at(pool, "swp2", 1))
+        await until(lambda: _seen_at(pool, "swp2", 1), 10)
         await pipe.put_lldp([lldp("swp2", "srv-g1-022", t_s=2)])  # a later good table for that port
-        await until(lambda: _seen_at(pool, "swp2", 2))
+        await until(lambda: _seen_at(pool, "swp2", 2), 10)
         assert (await neighbors(pool))["swp2"] == ("srv-g1-022", "")
     finally:
         await pipe.close()
@@ -146,8 +133,8 @@ async def test_a_row_the_database_refuses_is_rejected_alone_and_not_retried(
     await pipe.put_ports([PortReading(SW, p, T0, oper_up=True) for p in ("swp97", "swp-refused", "swp99")])
     pipe.start()
     try:
-        await until(lambda: _has(pool, 9))
-        await until(lambda: _unknown(pool, {"swp97", "swp99"}))
+        await until(lambda: _has(pool, 9), 10)
+        await until(lambda: _unknown(pool, {"swp97", "swp99"}), 10)
         refusals = await pool.fetchval("SELECT last_value FROM refusals")
         await asyncio.sleep(10 * ROUND_S)  # ten more rounds
         assert await pool.fetchval("SELECT last_value FROM refusals") == refusals  # not retried
@@ -157,9 +144,9 @@ async def test_a_row_the_database_refuses_is_rejected_alone_and_not_retried(
         assert len(messages(caplog, "refused this unknown port")) == 1
 
         await pipe.put_lldp([lldp("swp5", "refused-by-trigger", t_s=1)])  # the next poll: refused again
-        await until(lambda: _rejected(pipe, 3))
+        await until(lambda: _rejected(pipe, 3), 10)
         await pipe.put_lldp([lldp("swp5", "srv-swp5", t_s=2)])  # then a good table for that port lands
-        await until(lambda: _has(pool, 10))
+        await until(lambda: _has(pool, 10), 10)
         assert (await neighbors(pool))["swp5"] == ("srv-swp5", "")
     finally:
         await pipe.close()
@@ -181,7 +168,7 @@ async def test_a_read_only_database_keeps_everything_until_it_takes_writes_again
     try:
         await pipe.put_lldp([lldp(f"swp{i}", f"srv-{i}") for i in range(1, 5)])
         await pipe.put_ports([PortReading(SW, "swp99", T0, oper_up=True)])
-        await until(lambda: _deferred(pipe, 5))
+        await until(lambda: _deferred(pipe, 5), 10)
         assert await neighbors(pool) == {}
         assert await unknown_ports(pool) == set()
         assert pipe.stats.state_rows_rejected == 0
@@ -191,8 +178,8 @@ async def test_a_read_only_database_keeps_everything_until_it_takes_writes_again
 
         await pool.execute(f"ALTER DATABASE {db} RESET default_transaction_read_only")
         await read_only.expire_connections()  # the pool reconnects, as after a failover
-        await until(lambda: _has(pool, 4))
-        await until(lambda: _unknown(pool, {"swp99"}))
+        await until(lambda: _has(pool, 4), 10)
+        await until(lambda: _unknown(pool, {"swp99"}), 10)
     finally:
         await pipe.close()
         await read_only.close()
@@ -220,7 +207,7 @@ async def test_an_unexpected_error_in_a_round_is_logged_and_the_task_runs_again(
     await pipe.put_lldp([lldp("swp1", "srv-g1-001")])
     pipe.start()
     try:
-        await until(lambda: _has(pool, 1))
+        await until(lambda: _has(pool, 1), 10)
     finally:
         await pipe.close()
     health = pipe.housekeeping_health

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from analyzer.service import AnalyzerService
 from simulator.nos import parse_nos
 from tests.integration.test_analyze_e2e import Lab, lab
 from tests.support.receiver import Got, receiver
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -41,14 +42,6 @@ async def analyzing(lb: Lab) -> AsyncIterator[AnalyzerService]:
     finally:
         stop.set()
         await asyncio.wait_for(task, 20)
-
-
-async def until(cond: Callable[[], bool], within_s: float, what: str) -> None:
-    deadline = time.monotonic() + within_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {within_s} s: {what}")
-        await asyncio.sleep(0.25)
 
 
 def _open(service: AnalyzerService) -> list[dict[str, Any]]:

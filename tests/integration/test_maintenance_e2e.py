@@ -24,8 +24,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from analyzer.service import AnalyzerService
 from api.app import create_app
 from tests.integration.test_analyze_e2e import Lab, lab
-from tests.integration.test_incidents_e2e import HOLD_DOWN_S, until
+from tests.integration.test_incidents_e2e import HOLD_DOWN_S
 from tests.support.receiver import receiver
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 

@@ -36,6 +36,7 @@ from store.db import Pool, create_pool
 from store.inventory import ensure_fabric
 from store.migrate import migrate
 from tests.support.collecting import running_collector
+from tests.support.configs import config
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -83,8 +84,7 @@ async def rig(dsn: str, tmp_path: Path, nos: str, **options: Any) -> AsyncIterat
             snmp_interval_s=1.0,
             nos=sim.devices.assignment(),
         )
-        data["database"] = {"writer": {"flush_interval_s": 0.2, "spool_dir": str(tmp_path / "spool")}}
-        yield Rig(sim, sim.state, sim.devices, Config.model_validate(data), pool)
+        yield Rig(sim, sim.state, sim.devices, config(data, spool=tmp_path / "spool"), pool)
     finally:
         await pool.close()
         await stop_sim(sim)

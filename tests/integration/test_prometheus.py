@@ -18,14 +18,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -33,6 +31,9 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
+
+from tests.support.ports import free_port
+from tests.support.waiting import until_sync
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
@@ -102,22 +103,6 @@ def test_every_alert_has_a_severity_its_texts_and_unit_tests_both_ways() -> None
 
 
 # --- a real Prometheus scraping fabricmon --------------------------------------------------------
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _until(cond: Callable[[], T | None], within_s: float, what: Callable[[], str]) -> T:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            if got := cond():
-                return got
-        time.sleep(0.25)
-    raise AssertionError(f"not within {within_s} s: {what()}")
 
 
 @dataclass
@@ -285,7 +270,7 @@ def _prometheus(lab: Lab, api: str, metrics: str) -> Prometheus:
             }
         )
     )
-    web = f"127.0.0.1:{_port()}"
+    web = f"127.0.0.1:{free_port()}"
     argv = [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={lab.tmp / 'tsdb'}"]
     lab.start("prometheus", [*argv, f"--web.listen-address={web}", "--log.level=warn"])
     return Prometheus(f"http://{web}")
@@ -295,12 +280,24 @@ def _check_series(prom: Prometheus, lab: Lab, hook: str) -> None:
     """fabricmon's series as Prometheus stored them, from both jobs."""
     connected = 'fabricmon_targets{state="connected"}'  # each collector has its own switches
     want = {"fabricmon-api": GNMI_SWITCHES, "fabricmon-collector": SNMP_SWITCHES}
-    _until(lambda: prom.values(connected) == want, 30, lambda: f"{prom.values(connected)}\n{lab.logs()}")
-    _until(lambda: prom.query("fabricmon_fabric_status"), 30, lab.logs)  # the analyzer's first verdict
+    until_sync(
+        lambda: prom.values(connected) == want,
+        30,
+        lambda: f"{prom.values(connected)}\n{lab.logs()}",
+        ignoring=(OSError,),
+    )
+    until_sync(
+        lambda: prom.query("fabricmon_fabric_status"), 30, lab.logs, ignoring=(OSError,)
+    )  # the analyzer's first verdict
     assert set(prom.values("fabricmon_fabric_status")) == {"fabricmon-api"}
     assert prom.values("fabricmon_fabric_evaluation_age_seconds")["fabricmon-api"] < 30
     scrapes = 'fabricmon_api_requests_total{route="/metrics", status="200"}'  # Prometheus's own scrapes
-    _until(lambda: prom.values(scrapes).get("fabricmon-api", 0) >= 1, 10, lambda: str(prom.query(scrapes)))
+    until_sync(
+        lambda: prom.values(scrapes).get("fabricmon-api", 0) >= 1,
+        10,
+        lambda: str(prom.query(scrapes)),
+        ignoring=(OSError,),
+    )
     for job in want:  # both expose the collector's own metrics
         assert prom.values(f'fabricmon_collector_reset_readings_total{{job="{job}"}}') == {job: 0.0}
         assert min(prom.values(f'fabricmon_task_healthy{{job="{job}"}}').values()) == 1
@@ -312,7 +309,9 @@ def _check_series(prom: Prometheus, lab: Lab, hook: str) -> None:
     ]
     # Rows flow, and the watermark is Unix time: what FabricmonIngestBehind relies on.
     flowing = 'rate(fabricmon_writer_rows_total{table="port_counters", outcome="written"}[5s]) > 0'
-    _until(lambda: set(prom.values(flowing)) == set(want), 20, lambda: str(prom.query(flowing)))
+    until_sync(
+        lambda: set(prom.values(flowing)) == set(want), 20, lambda: str(prom.query(flowing)), ignoring=(OSError,)
+    )
     lag = prom.values('time() - fabricmon_writer_watermark_seconds{table="port_counters"}')
     assert set(lag) == set(want) and all(0 <= s < 30 for s in lag.values()), lag
 
@@ -325,10 +324,10 @@ def _check_rules(prom: Prometheus, lab: Lab) -> None:
         done = rules and all(not r["lastEvaluation"].startswith("0001") for r in rules)  # Go's zero time
         return rules if done else None
 
-    rules = _until(evaluated, 20, lambda: str(prom.get("/api/v1/rules")))
+    rules = until_sync(evaluated, 20, lambda: str(prom.get("/api/v1/rules")), ignoring=(OSError,))
     assert len(rules) == len(yaml.safe_load(RULES.read_text())["groups"][0]["rules"])
     assert [(r["name"], r["lastError"]) for r in rules if r["health"] != "ok"] == []
-    _until(lambda: prom.alerts() == [], 20, lambda: f"{prom.alerts()}\n{lab.logs()}")
+    until_sync(lambda: prom.alerts() == [], 20, lambda: f"{prom.alerts()}\n{lab.logs()}", ignoring=(OSError,))
 
 
 @needs_prometheus
@@ -339,7 +338,7 @@ def test_prometheus_scrapes_fabricmon_run_and_collect(fresh_db: str, lab: Lab) -
         "migrate", "--load-fabric", "--config", str(_config(lab, "migrate", base, "gnmi", fresh_db))
     )
     assert migrate.proc.wait(timeout=60) == 0, migrate.stderr()
-    api, metrics = f"127.0.0.1:{_port()}", f"127.0.0.1:{_port()}"
+    api, metrics = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     with webhook_receiver() as hook:
         run_cfg = _config(lab, "run", base, "gnmi", fresh_db, alerts={"webhooks": [{"url": hook, "secret": "s3cret"}]})
         run = lab.fabricmon("run", "--config", str(run_cfg), "--listen", api)
@@ -353,7 +352,7 @@ def test_prometheus_scrapes_fabricmon_run_and_collect(fresh_db: str, lab: Lab) -
             ok = set(targets) == {"fabricmon-api", "fabricmon-collector"}
             return targets if ok and all(t["health"] == "up" for t in targets.values()) else None
 
-        targets = _until(all_up, 40, lambda: f"{prom.targets()}\n{lab.logs()}")
+        targets = until_sync(all_up, 40, lambda: f"{prom.targets()}\n{lab.logs()}", ignoring=(OSError,))
         assert all(t["lastError"] == "" for t in targets.values())
         _check_series(prom, lab, hook)
         for url in (f"http://{api}/metrics", f"http://{metrics}/metrics"):  # promtool's lint on what is scraped
@@ -370,7 +369,7 @@ def test_prometheus_scrapes_fabricmon_run_and_collect(fresh_db: str, lab: Lab) -
         def target_down() -> list[dict[str, Any]]:
             return [a for a in prom.alerts() if a["labels"]["alertname"] == "FabricmonTargetDown"]
 
-        (down,) = _until(target_down, 20, lambda: f"{prom.alerts()}\n{prom.targets()}")
+        (down,) = until_sync(target_down, 20, lambda: f"{prom.alerts()}\n{prom.targets()}", ignoring=(OSError,))
         assert down["state"] == "pending" and down["labels"]["job"] == "fabricmon-collector"
         assert down["labels"]["severity"] == "critical" and down["labels"]["instance"] == metrics
         assert prom.targets()["fabricmon-api"]["health"] == "up"

@@ -6,18 +6,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from store.pgserver import EmbeddedStore
+from tests.support.ports import free_port
+from tests.support.waiting import until_sync
 
 # gNMI every second; SNMP every 2 s. On a busy 2-core machine the spines' polls (12 switches x
 # 128 ports from the simulator's Python agent) can still fall three behind, and the collector then
@@ -27,12 +28,6 @@ collector: {gnmi_interval_s: 1.0, snmp_interval_s: 2.0}
 analyzer: {interval_s: 1.0, resolve_hold_down_s: 1.0, thresholds: {stale_intervals: 5.0}}
 database: {writer: {flush_interval_s: 0.2}}
 """
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _cli(*args: str, env: dict[str, str], **kw: Any) -> subprocess.Popen[str]:
@@ -52,19 +47,6 @@ def _get(url: str) -> tuple[int, dict[str, Any]]:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"{}")
-
-
-def _until(cond: Any, within_s: float, what: str | Callable[[], str]) -> Any:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            got = cond()
-        except OSError:
-            got = None
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError(f"{what() if callable(what) else what}: not within {within_s}s")
 
 
 @pytest.fixture
@@ -95,7 +77,7 @@ def services(pg_store: EmbeddedStore, tmp_path: Path) -> Iterator[tuple[dict[str
     config.write_text(
         sim_cfg.read_text().replace("collector:\n  gnmi_interval_s: 10.0\n  snmp_interval_s: 10.0\n", "") + FAST
     )
-    api = f"127.0.0.1:{_port()}"
+    api = f"127.0.0.1:{free_port()}"
     run = _cli("run", "--config", str(config), "--listen", api, env=env)
     try:
         yield env, config, f"http://{api}", control
@@ -139,7 +121,13 @@ def test_run_serves_and_check_tells_the_scheduler(
     services: tuple[dict[str, str], Path, str, str], tmp_path: Path
 ) -> None:
     env, config, api, control = services
-    _until(lambda: _get(f"{api}/v1/health")[1].get("status") == "healthy", 60, "a healthy verdict")
+    until_sync(
+        lambda: _get(f"{api}/v1/health")[1].get("status") == "healthy",
+        60,
+        "a healthy verdict",
+        every_s=0.3,
+        ignoring=(OSError,),
+    )
     report = _check_says(env, config, 0)
     assert report["status"] == "healthy"
 
@@ -160,7 +148,13 @@ def test_run_serves_and_check_tells_the_scheduler(
             seen.append(step)
         return health.get("status") == "degraded"
 
-    _until(degraded, 60, lambda: "a degraded verdict; verdicts seen: " + " -> ".join(seen)[-3000:])
+    until_sync(
+        degraded,
+        60,
+        lambda: "a degraded verdict; verdicts seen: " + " -> ".join(seen)[-3000:],
+        every_s=0.3,
+        ignoring=(OSError,),
+    )
     report = _check_says(env, config, 1)
     assert report["checks"]["oversubscription"]["status"] == "degraded"
     # the scheduler is told to watch, and the outage is one incident (late spines may add their own)
@@ -192,4 +186,4 @@ def test_run_serves_and_check_tells_the_scheduler(
         late_spines = [r for r in rules if r == {"stale_switch"}]  # see FAST
         return len(outage) == 1 and len(outage) + len(late_spines) == len(rules)
 
-    assert _until(one_incident, 15, "one incident with its symptoms")
+    assert until_sync(one_incident, 15, "one incident with its symptoms", every_s=0.3, ignoring=(OSError,))

@@ -34,7 +34,7 @@ from collector.targets import shard_of
 from fabric.topology import FabricParams, build_aipod
 from tests.support.sim_process import sim_512
 from tests.support.sync_db import SyncDb
-from tests.support.waiting import until
+from tests.support.waiting import until_sync
 
 SWITCHES = frozenset(build_aipod(FabricParams(gpus=512)).switches)
 SHARD_OF = {s: shard_of(s, 2) for s in SWITCHES}
@@ -130,7 +130,7 @@ def _by_pid(procs: list[Collector], holder: str) -> Collector:
 def _resumed(db: Db, switches: set[str], since: datetime, procs: list[Collector]) -> float:
     """Seconds from ``since`` until the last of ``switches`` had a row again (asserted in bound)."""
     bound = TTL_S + SNMP_S + SLACK_S
-    first = until(
+    first = until_sync(
         lambda: r if switches <= set(r := db.first_rows_after(since)) else None,
         bound + 10,
         lambda: f"{switches - set(db.first_rows_after(since))} silent\n{db.holders()}\n{_logs(procs)}",
@@ -166,12 +166,12 @@ def _no_two_writers(db: Db, since: datetime) -> None:
 def _settled(db: Db, procs: list[Collector]) -> dict[int, str]:
     """Both shards held by two different collectors, every switch writing."""
     t0 = datetime.now(UTC)
-    holders = until(
+    holders = until_sync(
         lambda: h if len(h := db.holders()) == 2 and len(set(h.values())) == 2 else None,
         40,
         lambda: f"{db.holders()}\n{_logs(procs)}",
     )
-    until(
+    until_sync(
         lambda: set(db.first_rows_after(t0)) >= SWITCHES,
         30,
         lambda: f"{SWITCHES - set(db.first_rows_after(t0))} silent\n{_logs(procs)}",
@@ -235,7 +235,7 @@ def test_a_frozen_holder_is_fenced_when_it_runs_again(db: Db, collectors: list[C
         os.kill(frozen.proc.pid, signal.SIGCONT)
     # running again, the old holder finds its lease taken and stops that shard; whatever it had
     # read before the freeze and writes now is refused by the epoch
-    until(
+    until_sync(
         lambda: "stopped collecting shard 0/2" in frozen.stderr(),
         TTL_S + 10,
         lambda: frozen.stderr()[-3000:],

@@ -19,8 +19,9 @@ from config.loader import load_config
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from simulator.runner import SimOptions, start_sim, stop_sim
-from tests.integration.test_collector_gnmi import RecordingSink, collecting, until
+from tests.integration.test_collector_gnmi import RecordingSink, collecting
 from tests.support.sim_process import started_sim
+from tests.support.waiting import until
 
 PARAMS = FabricParams(gpus=64, radix=16)
 FABRIC = build_aipod(PARAMS)

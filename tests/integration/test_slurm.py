@@ -42,6 +42,7 @@ from store.jobs import Job, list_jobs, save_job
 from store.scheduler_actions import Policy, claim, list_actions, note_commands, record, renew
 from tests.integration.test_analyze_e2e import lab
 from tests.support.slurm import SlurmCluster, missing_programs, slurm_cluster
+from tests.support.waiting import until
 
 pytestmark = [
     pytest.mark.db,
@@ -487,30 +488,28 @@ async def test_end_to_end_a_flapping_cable_under_a_discovered_job_drains_its_nod
             jobs = (service.last_report or {}).get("jobs", [])
             return next((j for j in jobs if j["id"] == f"slurm:{job}"), None)
 
-        async def until(cond: Any, within_s: float, what: str) -> None:
-            deadline = time.monotonic() + within_s
-            while not cond():
-                assert not task.done(), task
-                assert time.monotonic() < deadline, f"not within {within_s} s: {what}"
-                await asyncio.sleep(0.25)
+        async def till(cond: Any, within_s: float, what: str) -> None:
+            """``until``, failing at once if the analyzer's task ended."""
+            await until(lambda: task.done() or cond(), within_s, what, every_s=0.25)
+            assert not task.done(), task
 
         try:
-            await until(lambda: (h := health()) is not None and h["status"] == "healthy", 40, "the job discovered")
+            await till(lambda: (h := health()) is not None and h["status"] == "healthy", 40, "the job discovered")
             assert health()["hosts"] == 4  # type: ignore[index]
             cable = lb.sim.fabric.ports("lf-g1-r1")[1].name  # srv-g1-002's NIC cable: "1/1/c2/1"
             fault = lb.sim.state.apply({"kind": "link_flap", "switch": "lf-g1-r1", "port": cable, "period_s": 1.0})
-            await until(lambda: slurm.node("srv-g1-002").drained, 60, "srv-g1-002 drained")
+            await till(lambda: slurm.node("srv-g1-002").drained, 60, "srv-g1-002 drained")
             node = slurm.node("srv-g1-002")
             # the reason names the port as the switch does, through a real slurmctld
             assert node.reason.startswith("fabricmon: ") and f"lf-g1-r1:{cable}" in node.reason, node
             assert [n for n in NODES if slurm.node(n).drained] == ["srv-g1-002"]
             assert slurm.job_state(job) == "RUNNING"
-            await until(lambda: (h := health()) is not None and h["status"] != "healthy", 20, "the job's health")
+            await till(lambda: (h := health()) is not None and h["status"] != "healthy", 20, "the job's health")
             hit = health()
             assert hit is not None and any("srv-g1-002" in f["action_hosts"] for f in hit["faults"]), hit
 
             lb.sim.state.clear(fault.id)
-            await until(lambda: not slurm.node("srv-g1-002").drained, 90, "srv-g1-002 resumed")
+            await till(lambda: not slurm.node("srv-g1-002").drained, 90, "srv-g1-002 resumed")
         finally:
             stop.set()
             await asyncio.wait_for(task, 30)
@@ -700,18 +699,27 @@ async def sync_clean(pool: asyncpg.Pool, findings: list[Finding], at: datetime, 
     )  # fmt: skip
 
 
-async def test_a_drained_node_is_resumed_only_once_its_incident_has_stayed_clean(
-    pool: asyncpg.Pool, slurm: SlurmCluster
-) -> None:
-    clean = 30.0
+async def drained_then_resolved(
+    pool: asyncpg.Pool, slurm: SlurmCluster, clean: float
+) -> tuple[SlurmExecutor, datetime]:
+    """srv-g1-003's link fails and the node is drained; then the incident resolves, with no resume
+    yet. Returns the executor and the time it resolved."""
     executor = SlurmExecutor(pool, config(slurm))
     t0 = datetime.now(UTC)
     await sync_clean(pool, [server_link(3)], t0, clean)
     await run_all(executor)
     assert slurm.node("srv-g1-003").drained
     end = t0 + timedelta(seconds=HOLD + 1)
-    r = await sync_clean(pool, [], end, clean)  # resolved: no resume yet
+    r = await sync_clean(pool, [], end, clean)
     assert (r.resolved, r.actions) == (1, 0)
+    return executor, end
+
+
+async def test_a_drained_node_is_resumed_only_once_its_incident_has_stayed_clean(
+    pool: asyncpg.Pool, slurm: SlurmCluster
+) -> None:
+    clean = 30.0
+    executor, end = await drained_then_resolved(pool, slurm, clean)
     r = await sync_clean(pool, [], end + timedelta(seconds=clean - 1), clean)
     assert r.actions == 0
     await run_all(executor)
@@ -728,12 +736,7 @@ async def test_a_reopen_within_the_clean_window_cancels_the_resume_until_it_is_c
     pool: asyncpg.Pool, slurm: SlurmCluster
 ) -> None:
     clean = 30.0
-    executor = SlurmExecutor(pool, config(slurm))
-    t0 = datetime.now(UTC)
-    await sync_clean(pool, [server_link(3)], t0, clean)
-    await run_all(executor)
-    end = t0 + timedelta(seconds=HOLD + 1)
-    await sync_clean(pool, [], end, clean)
+    executor, end = await drained_then_resolved(pool, slurm, clean)
     r = await sync_clean(pool, [server_link(3)], end + timedelta(seconds=10), clean)  # it flaps again
     assert r.fired == 1
     await run_all(executor)  # its drain finds the node still drained by fabricmon: nothing to run

@@ -16,9 +16,7 @@ with the recorded values.
 
 from __future__ import annotations
 
-import asyncio
 import bz2
-import contextlib
 import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -32,6 +30,7 @@ from collector.records import LldpReading, PortReading, TargetState
 from collector.snmp import SnmpCollector
 from collector.targets import SwitchTarget
 from store.dom import DomSample
+from tests.support.collecting import polled
 from tests.support.snmpsim import column, parse_snmprec, recording, serving
 
 RECORDING = "cloud/arista-dcs-7150s-52-cl.snmprec.bz2"
@@ -106,14 +105,7 @@ async def _collect(address: str, community: str) -> tuple[DomRecorder, SnmpColle
     target = SwitchTarget("arista", "snmp", address, community=SecretStr(community), timeout_s=3, retries=1,
                           profile="arista-eos")  # fmt: skip
     collector = SnmpCollector([target], sink, CollectorConfig(snmp_interval_s=60), spread_s=0)
-    task = asyncio.create_task(collector.run())
-    for _ in range(600):
-        if collector.stats.polls_ok >= 1 or collector.stats.polls_failed:
-            break
-        await asyncio.sleep(0.05)
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    await polled(collector, 1, 30)
     assert collector.stats.polls_ok == 1
     return sink, collector
 

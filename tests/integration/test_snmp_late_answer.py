@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,6 +37,7 @@ from store.db import Pool, create_pool
 from store.inventory import ensure_fabric
 from store.migrate import migrate
 from tests.support.views import StateView
+from tests.support.waiting import until
 
 S = 1_000_000_000
 FABRIC = build_aipod(FabricParams(gpus=64, radix=16))
@@ -225,13 +226,6 @@ async def rig(fresh_db: str) -> AsyncIterator[Rig]:
     finally:
         await pool.close()
         await agent.stop()
-
-
-async def until(cond: Callable[[], bool], within_s: float) -> None:
-    deadline = time.monotonic() + within_s
-    while not cond():
-        assert time.monotonic() < deadline, f"condition not met within {within_s}s"
-        await asyncio.sleep(0.02)
 
 
 async def polls(rig: Rig, n: int) -> None:

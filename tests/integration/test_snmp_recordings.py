@@ -10,8 +10,6 @@ and each port's counters are the recording's, under the recording's name.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import io
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -30,6 +28,7 @@ from store.db import create_pool
 from store.inventory import ensure_fabric
 from store.migrate import migrate
 from store.records import from_int8
+from tests.support.collecting import polled
 from tests.support.snmpsim import column, parse_snmprec, recording, serving
 
 #: switch name in the inventory → its snmpsim-data recording
@@ -103,14 +102,7 @@ async def test_real_switches_over_snmp_are_stored_as_the_ports_the_inventory_nam
             for sw in expected
         ]
         collector = SnmpCollector(targets, pipe, CollectorConfig(snmp_interval_s=60), spread_s=0)
-        task = asyncio.create_task(collector.run())
-        for _ in range(600):
-            if collector.stats.polls_ok >= len(targets):
-                break
-            await asyncio.sleep(0.05)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await polled(collector, len(targets), 30)
         await pipe.close()
         assert collector.stats.polls_ok == len(targets)
 

@@ -41,6 +41,7 @@ from store.spool_format import read
 from tests.support.collecting import running_collector
 from tests.support.faults import fill, free, kill_postgres, read_only, small_filesystem, tablespace_on
 from tests.support.ledger import LedgerReport, assert_complete, settle
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -96,15 +97,6 @@ async def stored(pool: Pool) -> int:
     return int(await pool.fetchval("SELECT count(*) FROM port_counters"))
 
 
-async def until(what: str, cond: Any, within_s: float) -> None:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if await cond():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"not within {within_s} s: {what}")
-
-
 async def verdict(lab: Lab, snap: LedgerSnapshot, pipeline: Pipeline | None = None, **kw: Any) -> LedgerReport:
     """Wait for what was sent to be stored; check it all is, once, without gaps."""
     report = await settle(lab.pool, snap, interval_s=INTERVAL_S, timeout_s=60)
@@ -133,7 +125,7 @@ def spooled(pipeline: Pipeline) -> int:
 async def test_postgres_killed_mid_stream_loses_no_sample(private_store: EmbeddedStore, tmp_path: Path) -> None:
     async with lab(private_store.dsn(), tmp_path) as lb:
         async with collecting(lb) as service:
-            await until("rows stored", lambda: _more_than(lb.pool, 320), 30)
+            await until(lambda: _more_than(lb.pool, 320), 30, "rows stored")
             kill_postgres(private_store, wait=False)  # as the OOM killer would
             await asyncio.sleep(4)
             assert spooled(service.pipeline) > 0  # the collector went on, to disk
@@ -158,7 +150,7 @@ async def _more_than(pool: Pool, n: int) -> bool:
 async def _read_only(private_store: EmbeddedStore, tmp_path: Path, seconds: float) -> None:
     async with lab(private_store.dsn(), tmp_path) as lb:
         async with collecting(lb) as service:
-            await until("rows stored", lambda: _more_than(lb.pool, 320), 30)
+            await until(lambda: _more_than(lb.pool, 320), 30, "rows stored")
             async with read_only(private_store.dsn()):
                 await asyncio.sleep(seconds)
                 writer = service.pipeline.ports_writer
@@ -189,11 +181,11 @@ async def test_a_read_only_minute_loses_no_sample(private_store: EmbeddedStore, 
 async def test_a_full_tablespace_loses_no_sample(fresh_db: str, tmp_path: Path) -> None:
     with small_filesystem("24m") as disk:
         async with lab(fresh_db, tmp_path) as lb, tablespace_on(fresh_db, disk / "ts"), collecting(lb) as service:
-            await until("rows stored", lambda: _more_than(lb.pool, 320), 30)
+            await until(lambda: _more_than(lb.pool, 320), 30, "rows stored")
             filler = fill(disk)
             try:
                 writer = service.pipeline.ports_writer
-                await until("a full disk", lambda: _errors(writer, "resources"), 30)
+                await until(lambda: _errors(writer, "resources"), 30, "a full disk")
                 await asyncio.sleep(3)
                 assert writer.deferring and spooled(service.pipeline) > 0
             finally:
@@ -212,11 +204,11 @@ async def _errors(writer: Any, name: str) -> bool:
 
 async def _spool_an_outage(lb: Lab, store: EmbeddedStore, service: CollectorService, batches: int) -> None:
     """Stop the database until port_counters has ``batches`` batches on disk."""
-    await until("rows stored", lambda: _more_than(lb.pool, 320), 30)
+    await until(lambda: _more_than(lb.pool, 320), 30, "rows stored")
     await asyncio.to_thread(store.stop)
     spool = service.pipeline.ports_writer.spool
     assert spool is not None
-    await until(f"{batches} batches spooled", lambda: _at_least(spool, batches), 60)
+    await until(lambda: _at_least(spool, batches), 60, f"{batches} batches spooled")
 
 
 async def _at_least(spool: Any, n: int) -> bool:
@@ -312,9 +304,9 @@ async def test_the_collector_killed_while_spooling_loses_only_what_it_held(
         log = tmp_path / "collector.log"
         port_spool = lb.spool / "port_counters"
         with collector_process(config, log) as first:
-            await until("rows stored", lambda: _more_than(lb.pool, 320), 60)
+            await until(lambda: _more_than(lb.pool, 320), 60, "rows stored")
             await asyncio.to_thread(private_store.stop)
-            await until("3 batches spooled", lambda: _files_at_least(port_spool, 3), 60)
+            await until(lambda: _files_at_least(port_spool, 3), 60, "3 batches spooled")
             first.send_signal(signal.SIGKILL)
             first.wait(10)
             killed_at = time.time()

@@ -38,6 +38,7 @@ from config.model import Config
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from store.db import create_pool
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.db
 
@@ -142,14 +143,6 @@ def sender_for(pool: asyncpg.Pool, hooks: list[WebhookConfig], **kw: Any) -> Web
     return WebhookSender(pool, hooks, poll_interval_s=0.1, lease_margin_s=0.3, **kw)
 
 
-async def wait_until(pred: Callable[[], bool], within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
-
-
 def outage(port: int) -> Finding:
     """Server ``port``'s link down on a leaf of its own (four of one leaf at once would be the leaf)."""
     leaf = f"lf-g{(port - 1) // 8 + 1}-r{(port - 1) % 8 + 1}"
@@ -202,10 +195,10 @@ async def test_signed_bodies_in_both_formats_with_jobs(pool: asyncpg.Pool, recei
     async with running(sender):
         assert await fire(pool, hooks, 1) == 3
         sender.notify()
-        await wait_until(lambda: all(len(rx.applied) == 1 for rx in (fm, am, plain)))
+        await until(lambda: all(len(rx.applied) == 1 for rx in (fm, am, plain)), 10)
         await sync_alerts(pool, [], now=T0 + timedelta(seconds=5), hold_down_s=0, webhooks=hooks)
         sender.notify()
-        await wait_until(lambda: all(len(rx.applied) == 2 for rx in (fm, am, plain)))
+        await until(lambda: all(len(rx.applied) == 2 for rx in (fm, am, plain)), 10)
 
     assert fm.bad_signatures == am.bad_signatures == 0 and plain.unsigned == 2
     (f_fire, f_res) = [v for v in fm.applied.values()]
@@ -257,8 +250,8 @@ async def test_receiver_down_then_back_gets_everything_once(pool: asyncpg.Pool, 
 
         rx.status = 200  # healthy, but the first acknowledgement of each delivery is lost
         rx.lose_first_ack = True
-        await wait_until(lambda: set(rx.applied) == expected)
-        await wait_until(lambda: sender.stats[0].delivered == 6)
+        await until(lambda: set(rx.applied) == expected, 10)
+        await until(lambda: sender.stats[0].delivered == 6, 10)
 
     assert rx.lost_acks == expected and rx.duplicates == 6  # every delivery was retried after being applied...
     assert all(rx.posts[d] >= 2 for d in expected)  # ...with its delivery id unchanged
@@ -293,16 +286,16 @@ async def test_slow_receiver_delays_no_other(pool: asyncpg.Pool, receivers: Any)
     async with running(sender):
         t0 = time.monotonic()
         sender.notify()
-        await wait_until(lambda: len(fast.applied) == 20)
+        await until(lambda: len(fast.applied) == 20, 10)
         elapsed = time.monotonic() - t0
-        await wait_until(lambda: sender.stats[1].delivered == 20)
+        await until(lambda: sender.stats[1].delivered == 20, 10)
     assert elapsed < 1.5, f"the fast receiver waited {elapsed:.2f} s for the slow one"
     assert slow.applied == {}
     stats = {s.webhook: s for s in sender.stats}
     assert stats[webhook_key(hooks[1])].delivered == 20 and stats[webhook_key(hooks[0])].delivered == 0
 
 
-async def test_sender_restart_loses_nothing(pool: asyncpg.Pool, fresh_db: str, receivers: Any) -> None:
+async def test_sender_restart_loses_nothing(pool: asyncpg.Pool, migrated_db: str, receivers: Any) -> None:
     rx = await receivers()
     rx.delay = 0.1
     hook = WebhookConfig(url=rx.url, secret="s3cret", **FAST)
@@ -311,7 +304,7 @@ async def test_sender_restart_loses_nothing(pool: asyncpg.Pool, fresh_db: str, r
 
     first = sender_for(pool, [hook], batch=2)
     async with running(first):
-        await wait_until(lambda: len(rx.applied) >= 4)
+        await until(lambda: len(rx.applied) >= 4, 10)
     # cancelled mid-way, rows in flight released or leased
     pending = (await statuses(pool))["pending"]
     assert 0 < pending < 12
@@ -321,31 +314,31 @@ async def test_sender_restart_loses_nothing(pool: asyncpg.Pool, fresh_db: str, r
         """UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = now() + interval '1 second'
            WHERE id IN (SELECT id FROM webhook_deliveries WHERE status = 'pending' ORDER BY seq LIMIT 2)"""
     )
-    pool2 = await create_pool(fresh_db)  # a new process: new pool, new sender
+    pool2 = await create_pool(migrated_db)  # a new process: new pool, new sender
     try:
         second = sender_for(pool2, [hook], batch=2)
         async with running(second):
-            await wait_until(lambda: set(rx.applied) == expected)
-            await wait_until(lambda: second.stats[0].delivered + first.stats[0].delivered >= 12)
+            await until(lambda: set(rx.applied) == expected, 10)
+            await until(lambda: second.stats[0].delivered + first.stats[0].delivered >= 12, 10)
     finally:
         await pool2.close()
     assert await statuses(pool) == Counter(delivered=12)
     assert len(rx.order) == 12 and rx.bad_signatures == 0
 
 
-async def test_two_senders_never_send_one_delivery_twice(pool: asyncpg.Pool, fresh_db: str, receivers: Any) -> None:
+async def test_two_senders_never_send_one_delivery_twice(pool: asyncpg.Pool, migrated_db: str, receivers: Any) -> None:
     rx = await receivers()
     rx.delay = 0.02
     hook = WebhookConfig(url=rx.url, secret="s3cret", **FAST)
     await fire(pool, [hook], 30)
-    pool2 = await create_pool(fresh_db)
+    pool2 = await create_pool(migrated_db)
     try:
         a, b = sender_for(pool, [hook], batch=3), sender_for(pool2, [hook], batch=3)
         async with running(a), running(b):
             a.notify()
             b.notify()
-            await wait_until(lambda: len(rx.applied) == 30)
-            await wait_until(lambda: a.stats[0].delivered + b.stats[0].delivered == 30)
+            await until(lambda: len(rx.applied) == 30, 10)
+            await until(lambda: a.stats[0].delivered + b.stats[0].delivered == 30, 10)
     finally:
         await pool2.close()
     assert set(rx.posts.values()) == {1} and rx.duplicates == 0
@@ -359,14 +352,14 @@ async def test_max_attempts_gives_up_and_unblocks_the_next(pool: asyncpg.Pool, r
     await fire(pool, [hook], 1)
     sender = sender_for(pool, [hook])
     async with running(sender):
-        await wait_until(lambda: sender.stats[0].failed == 1)
+        await until(lambda: sender.stats[0].failed == 1, 10)
         row = await pool.fetchrow("SELECT status, attempts, last_error FROM webhook_deliveries")
         assert (row["status"], row["attempts"], row["last_error"]) == ("failed", 3, "HTTP 503 Service Unavailable")
         # the resolved behind it is no longer held back
         rx.status = 200
         await sync_alerts(pool, [], now=T0 + timedelta(seconds=1), hold_down_s=0, webhooks=[hook])
         sender.notify()
-        await wait_until(lambda: len(rx.applied) == 1)
+        await until(lambda: len(rx.applied) == 1, 10)
     assert [e for _, e, _ in rx.order] == ["alert.resolved"]
     assert await statuses(pool) == Counter(failed=1, delivered=1)
 
@@ -382,7 +375,7 @@ async def test_no_secret_in_logs_errors_or_outbox(
     sender = sender_for(pool, [hook])
     with caplog.at_level(logging.DEBUG, logger="analyzer.webhooks"):
         async with running(sender):
-            await wait_until(lambda: sender.stats[0].failed_attempts >= 2)
+            await until(lambda: sender.stats[0].failed_attempts >= 2, 10)
     row = await pool.fetchrow("SELECT webhook, body, last_error FROM webhook_deliveries")
     stored = f"{row['webhook']} {bytes(row['body']).decode()} {row['last_error']}"
     shown = f"{caplog.text} {sender.stats}"
@@ -423,7 +416,7 @@ async def test_client_errors_fail_the_delivery_and_unblock_the_next(pool: asyncp
     await enqueue_raw(pool, hook, "alert.resolved", alert_id)  # held back behind the firing
     sender = sender_for(pool, [hook], max_attempts_4xx=3)
     async with running(sender):
-        await wait_until(lambda: sender.stats[0].failed == 1)
+        await until(lambda: sender.stats[0].failed == 1, 10)
         row = await pool.fetchrow(
             "SELECT status, attempts, last_error FROM webhook_deliveries WHERE event = 'alert.firing'"
         )
@@ -431,8 +424,8 @@ async def test_client_errors_fail_the_delivery_and_unblock_the_next(pool: asyncp
         assert row["last_error"].startswith("HTTP 400 Bad Request") and "3 times in a row" in row["last_error"]
         rx.status = 200  # the resolved behind it is no longer held back
         sender.notify()
-        await wait_until(lambda: len(rx.applied) == 1)
-        await wait_until(lambda: sender.stats[0].delivered == 1)
+        await until(lambda: len(rx.applied) == 1, 10)
+        await until(lambda: sender.stats[0].delivered == 1, 10)
     assert [e for _, e, _ in rx.order] == ["alert.resolved"]
     assert await statuses(pool) == Counter(failed=1, delivered=1)
     assert sender.stats[0].failed == 1
@@ -463,8 +456,8 @@ async def test_retryable_answers_keep_the_delivery_alive(pool: asyncpg.Pool, rec
     await enqueue_raw(pool, hook, "alert.firing")
     sender = sender_for(pool, [hook], max_attempts_4xx=3)
     async with running(sender):
-        await wait_until(lambda: len(rx.applied) == 1)
-        await wait_until(lambda: sender.stats[0].delivered == 1)
+        await until(lambda: len(rx.applied) == 1, 10)
+        await until(lambda: sender.stats[0].delivered == 1, 10)
         # the sender counts a delivery when the receiver takes it, then records it: wait for the row
         for _ in range(100):
             if await statuses(pool) == Counter(delivered=1):

@@ -18,12 +18,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.ports import free_port
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "squeue", "sinfo", "scontrol", "sbatch", "scancel")
 
@@ -31,12 +32,6 @@ PROGRAMS = ("munged", "slurmctld", "slurmd", "squeue", "sinfo", "scontrol", "sba
 def missing_programs() -> list[str]:
     """Slurm and munge programs this machine lacks (``make setup`` installs them)."""
     return [p for p in PROGRAMS if shutil.which(p) is None and not Path("/usr/sbin", p).exists()]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _program(name: str) -> str:
@@ -263,7 +258,7 @@ def slurm_cluster(root: Path, nodes: Sequence[str], extra_config: Sequence[str] 
     root.chmod(0o755)  # munged wants its socket's directory searchable by everyone
     (root / "state").mkdir()
     (root / "spool").mkdir()
-    c = SlurmCluster(root, tuple(nodes), _free_port(), {n: _free_port() for n in nodes})
+    c = SlurmCluster(root, tuple(nodes), free_port(), {n: free_port() for n in nodes})
     c.env = {**os.environ, "SLURM_CONF": str(c.conf)}
     c.write_config(extra_config)
     try:

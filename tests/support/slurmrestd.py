@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import urllib.error
@@ -39,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.ports import free_port
 from tests.support.slurm import SlurmCluster, missing_programs, slurm_cluster
 
 JWT_PLUGIN_GLOBS = (
@@ -46,12 +46,6 @@ JWT_PLUGIN_GLOBS = (
     "/usr/lib*/slurm/auth_jwt.so",
     "/usr/local/lib*/slurm/auth_jwt.so",
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def slurmrestd_program() -> str | None:
@@ -92,7 +86,7 @@ class SlurmRestd:
     """One slurmrestd listening on 127.0.0.1, in front of ``cluster``."""
 
     cluster: SlurmCluster
-    port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
     @property

@@ -29,6 +29,7 @@ from pydantic import SecretStr
 from collector.snmp_client import SnmpTimeout
 from collector.snmp_gufo import GufoClient
 from collector.targets import SwitchTarget
+from tests.support.ports import free_port
 
 _LAUNCH = (
     "import sys, types; sys.modules['pysmi'] = types.SimpleNamespace(__version__='n/a'); "
@@ -69,12 +70,6 @@ def column(rec: Mapping[str, int | bytes | str], prefix: str) -> dict[str, int |
     return {oid[len(p) :]: v for oid, v in rec.items() if oid.startswith(p)}
 
 
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def serving(
     recordings: Mapping[str, Path], base: Path, extra_args: Sequence[str] = (), subtrees: Sequence[str] = ()
@@ -93,7 +88,7 @@ def serving(
                 dst.writelines(line for line in src if line.startswith(prefixes))
             else:
                 shutil.copyfileobj(src, dst)
-    port = _free_udp_port()
+    port = free_port(socket.SOCK_DGRAM)
     cmd = [sys.executable, "-c", _LAUNCH, f"--data-dir={data}", f"--cache-dir={base / 'cache'}",
            f"--agent-udpv4-endpoint=127.0.0.1:{port}", "--logging-method=null", *extra_args]  # fmt: skip
     env = {**os.environ, "SNMPSIM_ALLOW_ROOT": "true"}

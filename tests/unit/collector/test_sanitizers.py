@@ -95,7 +95,11 @@ def test_fast_values_with_its_updates_emptied_is_clean_under_asan(sanitized: dic
 
 
 def test_the_corpora_and_property_tests_are_clean_under_asan_and_ubsan(sanitized: dict[str, str]) -> None:
-    tests = ["tests/unit/collector/test_gnmi_fuzz.py", "tests/unit/collector/test_speedups.py", "tests/unit/store/test_copy_binary.py"]
+    tests = [
+        "tests/unit/collector/test_gnmi_fuzz.py",
+        "tests/unit/collector/test_speedups.py",
+        "tests/unit/store/test_copy_binary.py",
+    ]
     done = _run(
         ["-m", "pytest", "-p", "fabricmon_asan", "-p", "no:cacheprovider", "-q", "-x", "-m", "not slow", *tests],
         sanitized,
