@@ -214,14 +214,21 @@ async def test_streams_share_one_connection_and_cancelling_one_leaves_the_other(
     cancelled = asyncio.Event()
 
     async def per_stream(requests: AsyncIterator[bytes], ctx: Any) -> AsyncIterator[bytes]:
+        # "a" sends 50 messages and ends; "b" sends until its client cancels it. (It used to end
+        # after 50 too: on a loaded machine its 0.5 s were over before the client's RST_STREAM came,
+        # and the handler, finished, never saw the cancel it was waiting for.)
+        name = b""
         try:
             async for name in requests:
-                for i in range(50):
+                i = 0
+                while name == b"b" or i < 50:
                     yield name + b"-%d" % i
+                    i += 1
                     await asyncio.sleep(0.01)
                 return
         except asyncio.CancelledError:  # how grpc.aio tells a handler its client cancelled
-            cancelled.set()
+            if name == b"b":  # only the cancelled stream's handler
+                cancelled.set()
             raise
 
     async with grpc_server(per_stream) as port:
