@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import os
 import sys
@@ -16,22 +17,28 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import NoReturn
 
-from cli.commands import analyze, collect, db, demo, drill, inventory, migrate, record, serve, sim, slo, topology
 from fabric.errors import FabricmonError
 
-COMMANDS: dict[str, ModuleType] = {
-    "topology": topology,
-    "inventory": inventory,
-    "slo": slo,
-    "db": db,
-    "migrate": migrate,
-    "sim": sim,
-    "collect": collect,
-    "analyze": analyze,
-    "serve": serve,
-    "record": record,
-    "demo": demo,
-    "drill": drill,
+#: The modules of ``cli/commands``, in the order ``--help`` lists their commands.
+MODULES = ("topology", "inventory", "slo", "db", "migrate", "sim", "collect", "analyze", "serve", "record", "demo",
+           "drill")  # fmt: skip
+#: Each command and the module that registers it. A run imports only its command's module: ``fabricmon
+#: migrate`` does not load the analyzer, the API and the simulator (2 s of CPU at every start).
+COMMANDS: dict[str, str] = {
+    "topology": "topology",
+    "inventory": "inventory",
+    "slo": "slo",
+    "db": "db",
+    "migrate": "migrate",
+    "sim": "sim",
+    "collect": "collect",
+    "analyze": "analyze",
+    "check": "analyze",
+    "api": "serve",
+    "run": "serve",
+    "record": "record",
+    "demo": "demo",
+    "drill": "drill",
 }
 
 #: Exit code for bad input and failures. ``check`` uses 0/1/2 for health, so it reports errors as 3.
@@ -68,7 +75,20 @@ def _common_options(*, top: bool) -> argparse.ArgumentParser:
     return common
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_named(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs, if it names one: the first word that is neither an option before
+    it nor ``--config``'s value (``None`` for ``--help`` alone, or a word no module registers)."""
+    words = iter(argv)
+    for word in words:
+        if word.startswith("--c") and "--config".startswith(word):  # --config FILE (or its abbreviation)
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command`` alone (its module is the only one imported)."""
     common = _common_options(top=False)
     parser = _Parser(
         prog="fabricmon",
@@ -76,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[_common_options(top=True)],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMANDS.values():
+    for name in MODULES if command is None else (COMMANDS[command],):
+        module: ModuleType = importlib.import_module(f"cli.commands.{name}")
         module.register(sub, common)
     return parser
 
@@ -100,8 +121,8 @@ def _one_line(record: logging.LogRecord) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(command_named(argv)).parse_args(argv)
     _setup_logging(args.verbose)
     try:
         code: int = args.handler(args)
