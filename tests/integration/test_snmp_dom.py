@@ -23,12 +23,15 @@ import pytest_asyncio
 from pydantic import SecretStr
 
 from collector.config import CollectorConfig
+from collector.pipeline import Pipeline
 from collector.records import LldpReading, PortReading, TargetState
 from collector.snmp import SnmpCollector
 from collector.targets import SwitchTarget
 from fabric.model import FabricParams
 from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
+from store.config import WriterConfig
 from store.dom import DomSample, write_dom
+from store.inventory import ensure_fabric
 
 SWITCHES = ("lf-g1-r2", "lf-g1-r3", "lf-g1-r4")  # eos, sonic, junos in the ``mixed`` naming
 
@@ -121,3 +124,34 @@ async def test_optic_degrade_shows_as_falling_rx_power_in_transceiver_dom(sim: R
             assert last["rx_low_critical_dbm"] is None  # ENTITY-SENSOR-MIB carries no thresholds
     assert collector.stats.dom_samples == len(rows)
     assert t0 < rows[0]["time"].timestamp() * 1e9
+
+
+async def test_the_pipeline_stores_snmp_dom(sim: RunningSim, pool: asyncpg.Pool) -> None:
+    """The production path: the collector hands DOM to the Pipeline (a DomSink), whose writer fills
+    transceiver_dom with one row per optic per DOM poll."""
+    assert sim.state is not None and sim.fabric is not None and sim.snmp is not None
+    async with pool.acquire() as conn:
+        await ensure_fabric(conn, sim.fabric)
+    pipe = Pipeline(pool, sim.fabric, WriterConfig(flush_interval_s=0.05))
+    pipe.start()
+    address = f"127.0.0.1:{sim.snmp.port}"
+    targets = [SwitchTarget(sw, "snmp", address, community=SecretStr(sw), timeout_s=1.0, retries=1,
+                            profile="simulator") for sw in SWITCHES]  # fmt: skip
+    collector = SnmpCollector(targets, pipe, CollectorConfig(snmp_interval_s=0.5, dom_interval_s=1.0), spread_s=0)
+    task = asyncio.create_task(collector.run())
+    try:
+        for _ in range(400):  # 20 s at most
+            if collector.stats.polls_ok >= 4 * len(SWITCHES):
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await pipe.close()
+    cabled = {(sw, p.name) for sw in SWITCHES for p in sim.fabric.ports(sw) if p.peer is not None}
+    rows = await pool.fetch("SELECT switch, port, count(*) AS n FROM transceiver_dom GROUP BY 1, 2")
+    assert {(r["switch"], r["port"]) for r in rows} == cabled
+    polls = collector.stats.polls_ok
+    assert 0 < sum(r["n"] for r in rows) == collector.stats.dom_samples  # DOM on every other poll (1 s / 0.5 s)
+    assert collector.stats.dom_samples <= (polls + len(SWITCHES)) // 2 * 16
