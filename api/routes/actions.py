@@ -7,7 +7,7 @@ from aiohttp import web
 
 from api.inputs import ActionsQuery
 from api.routes.base import POOL, Endpoint, parse_query, respond
-from api.schemas import ActionList, ActionOut
+from api.schemas_alerts import ActionList, ActionOut
 from store.scheduler_actions import list_actions
 
 

@@ -14,7 +14,7 @@ from analyzer.outbox import deliveries_of
 from api.inputs import AckIn, AlertPath, AlertsQuery
 from api.problems import NotFound
 from api.routes.base import POOL, Endpoint, Refusal, parse_body, parse_path, parse_query, respond
-from api.schemas import AlertList, AlertOut, IncidentOut
+from api.schemas_alerts import AlertList, AlertOut, IncidentOut
 
 
 async def alerts(request: web.Request) -> web.Response:

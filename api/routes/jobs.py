@@ -40,7 +40,8 @@ from api.routes.base import (
     respond,
     verdict_of,
 )
-from api.schemas import JobAlertOut, JobFaultOut, JobHealthOut, JobList, JobOut, JobRailOut, Status
+from api.schemas import Status
+from api.schemas_jobs import JobAlertOut, JobFaultOut, JobHealthOut, JobList, JobOut, JobRailOut
 from fabric.model import Fabric
 from schedulers.discovery import PREFIX as DISCOVERED_PREFIX
 from store import jobs as job_store

@@ -22,7 +22,7 @@ from analyzer.maintenance import Window, WindowIn
 from api.inputs import MaintenanceQuery, WindowPath
 from api.problems import NotFound, Unprocessable
 from api.routes.base import FABRIC, POOL, Endpoint, Refusal, now, parse_body, parse_path, parse_query, respond
-from api.schemas import WindowList, WindowOut
+from api.schemas_alerts import WindowList, WindowOut
 from fabric.model import Fabric
 
 #: How many unknown names a refusal lists.
