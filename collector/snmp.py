@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 #: A switch with no successful poll for this many intervals is STALE.
 STALE_INTERVALS = 3
+#: The least a DOM read (entity tables walked anew, then sensor values) may take.
+DOM_TIMEOUT_S = 30.0
 
 
 @dataclass(slots=True)
@@ -64,6 +66,7 @@ class SnmpStats:
     lldp_readings: int = 0
     dom_samples: int = 0
     dom_unmapped: int = 0  # DOM sensors no entity maps to an interface (skipped, never name-matched)
+    dom_failures: int = 0  # DOM reads that timed out or failed (the counters' poll had succeeded)
     poll_seconds: float = 0.0
     last_success_ns: dict[str, int] = field(default_factory=dict)
     states: dict[str, TargetState] = field(default_factory=dict)
@@ -175,7 +178,6 @@ class SnmpCollector:
         started = time.monotonic()
         client = poller.client
         requests, varbinds = client.requests, client.varbinds
-        unmapped = poller.dom.unmapped if poller.dom is not None else 0
         self.stats.polls += 1
         try:
             async with asyncio.timeout(STALE_INTERVALS * self.interval_s):
@@ -202,9 +204,6 @@ class SnmpCollector:
             self.stats.poll_seconds += time.monotonic() - started
             self.stats.requests += client.requests - requests
             self.stats.varbinds += client.varbinds - varbinds
-            if poller.dom is not None:
-                self.stats.dom_unmapped += poller.dom.unmapped - unmapped
-        self.stats.polls_ok += 1
         self.stats.last_success_ns[switch] = time.time_ns()
         self._state(switch, TargetState.CONNECTED, None)
         if result.ports:
@@ -213,9 +212,31 @@ class SnmpCollector:
         if result.lldp is not None:
             self.stats.lldp_readings += len(result.lldp)
             await self.sink.put_lldp(result.lldp)
-        if result.dom and self.dom_sink is not None:
-            self.stats.dom_samples += len(result.dom)
-            await self.dom_sink.put_dom(result.dom)
+        if poller.dom_due():
+            await self._poll_dom(poller, limiter)
+        self.stats.polls_ok += 1  # the switch's turn is done: counters in, and its DOM if due
+
+    async def _poll_dom(self, poller: SwitchPoller, limiter: asyncio.Semaphore) -> None:
+        """The switch's DOM, after its counters: a timeout or an error is counted and logged, and
+        leaves the switch's state alone (its counters came in)."""
+        assert self.dom_sink is not None and poller.dom is not None
+        unmapped = poller.dom.unmapped
+        try:
+            async with asyncio.timeout(max(DOM_TIMEOUT_S, STALE_INTERVALS * self.interval_s)):
+                samples = await poller.poll_dom(limiter)
+        except (SnmpError, TimeoutError) as exc:
+            self.stats.dom_failures += 1
+            log.info("%s: SNMP DOM read failed (counters unaffected): %s", poller.switch, exc or "timed out")
+            return
+        except Exception:  # a bug must not end this switch's polling
+            self.stats.dom_failures += 1
+            log.exception("%s: SNMP DOM read failed", poller.switch)
+            return
+        finally:
+            self.stats.dom_unmapped += poller.dom.unmapped - unmapped
+        if samples:
+            self.stats.dom_samples += len(samples)
+            await self.dom_sink.put_dom(samples)
 
     def _failed(self, switch: str, state: TargetState, detail: str) -> None:
         self.stats.polls_failed += 1

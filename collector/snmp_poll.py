@@ -2,8 +2,10 @@
 
 A poll is a GET of sysUpTime and ifNumber, then (under the collector's concurrency limit) one
 multi-column walk of every ifIndex-indexed counter (IF-MIB, EtherLike-MIB), the PFC table
-(CISCO-PFC-EXT-MIB per priority, else IEEE8021-PFC-MIB totals) and lldpRemTable, and, every
-DOM interval, the transceivers' sensors (:mod:`collector.snmp_dom`). The index
+(CISCO-PFC-EXT-MIB per priority, else IEEE8021-PFC-MIB totals) and lldpRemTable. Every DOM
+interval, after a poll, the transceivers' sensors are read apart (:meth:`SwitchPoller.poll_dom`,
+:mod:`collector.snmp_dom`): an entity walk of hundreds of rows has its own deadline, and never
+makes the counters late or the switch unreachable. The index
 tables (ifName/ifDescr/ifAlias/ifType, lldpLocPortTable) are walked on the first poll, every
 ``INDEX_REFRESH_POLLS`` polls, when ifNumber changes, after an ifLastChange moved, and when
 a counter row shows up for an ifIndex they lack.
@@ -132,7 +134,6 @@ class PollResult:
     lldp: list[LldpReading] | None
     requests: int
     varbinds: int
-    dom: list[DomSample] | None = None  # transceiver DOM, on the polls the DOM interval picks
 
 
 def _by_field(columns: Sequence[Column], walked: Walked) -> dict[str, dict[str, Value]]:
@@ -164,6 +165,7 @@ class SwitchPoller:
         self.dom = DomPoller(switch, count_invalid) if dom_interval_s is not None else None
         self.dom_every = max(1, round((dom_interval_s or interval_s) / interval_s))
         self._polls = 0
+        self._dom_read = 0  # the counter poll after which DOM was last read
 
     # -- the poll -----------------------------------------------------------------------
 
@@ -197,13 +199,25 @@ class SwitchPoller:
             pfc_source, pfc = await self._walk_pfc()
             rem = await self._walk(LLDP_REM, len(cache.lldp_ports) or None) if cache.lldp_ports else None
             t_lldp = time.time_ns()
-            dom = None
-            if self.dom is not None and self._polls % self.dom_every == 0:
-                dom = await self.dom.poll(self._walk, cache.names, time.time_ns())
         self._polls += 1
         ports = self._port_readings(counters, times, pfc_source, pfc, t0)
         lldp = self._lldp_readings(rem, t_lldp) if rem is not None else None
-        return PollResult(ports, lldp, c.requests - requests, c.varbinds - varbinds, dom)
+        return PollResult(ports, lldp, c.requests - requests, c.varbinds - varbinds)
+
+    def dom_due(self) -> bool:
+        """Whether the transceivers' DOM is due, after this many counter polls (the first after
+        the first poll that succeeded: a big entity walk never holds a switch's first counters)."""
+        return self.dom is not None and self._polls > 0 and (self._polls - 1) % self.dom_every == 0 and (
+            self._dom_read != self._polls
+        )
+
+    async def poll_dom(self, limiter: asyncio.Semaphore) -> list[DomSample]:
+        """The transceivers' DOM (:mod:`collector.snmp_dom`), apart from the counters' poll: it has
+        a deadline of its own, and its failure is no failure of the switch's counters."""
+        assert self.dom is not None
+        self._dom_read = self._polls
+        async with limiter:
+            return await self.dom.poll(self._walk, self.cache.names, time.time_ns())
 
     async def _walk(self, columns: Sequence[Column], rows_hint: int | None) -> dict[str, dict[str, Value]]:
         walked = await self.client.walk(columns, rows_hint)

@@ -16,6 +16,7 @@ import itertools
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
+from typing import cast
 
 import asyncpg
 import pytest
@@ -155,3 +156,89 @@ async def test_the_pipeline_stores_snmp_dom(sim: RunningSim, pool: asyncpg.Pool)
     polls = collector.stats.polls_ok
     assert 0 < sum(r["n"] for r in rows) == collector.stats.dom_samples  # DOM on every other poll (1 s / 0.5 s)
     assert collector.stats.dom_samples <= (polls + len(SWITCHES)) // 2 * 16
+
+
+#: ENTITY-MIB (1.3.6.1.2.1.47) and ENTITY-SENSOR-MIB (1.3.6.1.2.1.99) as BER OID prefixes.
+_ENTITY_OIDS = (b"\x2b\x06\x01\x02\x01\x2f", b"\x2b\x06\x01\x02\x01\x63")
+
+
+class _EntityBlackHole(asyncio.DatagramProtocol):
+    """A UDP hop in front of the agent that forwards every request but those naming the entity
+    tables, which it drops: an agent whose entity walk never answers (too slow, or a view that
+    hangs), while its counters answer as ever."""
+
+    def __init__(self, agent: tuple[str, int]) -> None:
+        self.agent = agent
+        self.transport: asyncio.DatagramTransport | None = None
+        self.upstream: dict[tuple[str, int], asyncio.DatagramTransport] = {}
+        self.dropped = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        if any(oid in data for oid in _ENTITY_OIDS):
+            self.dropped += 1
+            return
+        asyncio.get_running_loop().create_task(self._forward(data, addr))
+
+    async def _forward(self, data: bytes, client: tuple[str, int]) -> None:
+        up = self.upstream.get(client)
+        if up is None:
+            hop = self
+
+            class _Back(asyncio.DatagramProtocol):
+                def datagram_received(self, reply: bytes, _: tuple[str, int]) -> None:
+                    if hop.transport is not None:
+                        hop.transport.sendto(reply, client)
+
+            up, _ = await asyncio.get_running_loop().create_datagram_endpoint(_Back, remote_addr=self.agent)
+            self.upstream[client] = up
+        up.sendto(data)
+
+    def close(self) -> None:
+        for up in self.upstream.values():
+            up.close()
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def test_an_entity_walk_that_never_answers_leaves_the_counters_on_time(sim: RunningSim) -> None:
+    """DOM is read apart from the counters: its deadline passing is a DOM failure, counted, while
+    the switch stays connected and every counter poll lands (it once made the switch unreachable,
+    every poll, for good)."""
+    assert sim.snmp is not None
+    agent = ("127.0.0.1", sim.snmp.port)
+    loop = asyncio.get_running_loop()
+    transport, hole = await loop.create_datagram_endpoint(lambda: _EntityBlackHole(agent),
+                                                          local_addr=("127.0.0.1", 0))  # fmt: skip
+    recorded: list[str] = []
+
+    class Sink(DomDbSink):
+        async def put_ports(self, readings: Sequence[PortReading]) -> None:
+            recorded.extend({r.switch for r in readings})
+
+        def set_state(self, switch: str, state: TargetState, detail: str | None = None) -> None:
+            recorded.append(f"{switch}:{state.value}")
+
+    sink = Sink(None)  # no DOM reaches it: it never needs the pool
+    port = transport.get_extra_info("sockname")[1]
+    target = SwitchTarget("lf-g1-r3", "snmp", f"127.0.0.1:{port}", community=SecretStr("lf-g1-r3"), timeout_s=0.2,
+                          retries=0, profile="simulator")  # fmt: skip
+    collector = SnmpCollector([target], sink, CollectorConfig(snmp_interval_s=0.5, dom_interval_s=0.5), spread_s=0)
+    task = asyncio.create_task(collector.run())
+    try:
+        for _ in range(300):  # 15 s at most
+            if collector.stats.dom_failures >= 2 and collector.stats.polls_ok >= 4:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        hole.close()
+    stats = collector.stats
+    assert hole.dropped > 0 and stats.dom_failures >= 2 and stats.dom_samples == 0, (stats, recorded[:20])
+    assert collector.stats.polls_ok >= 4 and collector.stats.polls_failed == 0
+    assert recorded.count("lf-g1-r3") >= 4  # the counters landed
+    assert "lf-g1-r3:unreachable" not in recorded and collector.stats.states["lf-g1-r3"] == TargetState.CONNECTED
