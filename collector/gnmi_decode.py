@@ -42,25 +42,21 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped, unused-ignore]
 from pygnmi.spec.v080 import gnmi_pb2
 
+from collector.gnmi_group import GroupState
 from collector.gnmi_values import (
     BAD_JSON,
-    DECODE_ERROR,
     MALFORMED,
     MALFORMED_PATH,
-    MAX_NEIGHBORS,
-    MAX_TEXT,
     NEGATIVE,
     NOT_A_NUMBER,
     OUT_OF_RANGE,
     OVERSIZE,
     TOO_DEEP,
-    TOO_LONG,
-    TOO_MANY,
     UNKNOWN,
     UNKNOWN_PATH,
     WRONG_TYPE,
@@ -70,10 +66,7 @@ from collector.gnmi_values import (
     Response,
     Varints,
     flatten,
-    lldp_neighbor,
-    neighbor_order,
     path_elems,
-    pfc_row,
     scalar,
     to_speed,
     to_status,
@@ -81,21 +74,13 @@ from collector.gnmi_values import (
     to_uint,
 )
 from collector.profiles import (
-    LAST_CHANGE,
-    LAST_CLEAR,
-    PFC_RX,
-    PFC_RX_TOTAL,
-    PFC_TX,
-    PFC_TX_TOTAL,
     ROW_LEN,
     Elem,
-    Family,
     Kind,
     Leaf,
     format_path,
     strip_module,
 )
-from collector.records import COUNTER_FIELDS, LldpReading, PortReading
 from collector.speedups import fast_values as _c_fast_values
 from wire.protobuf import U64_MAX, varint
 
@@ -103,16 +88,7 @@ log = logging.getLogger(__name__)
 
 _MAX_CACHE = 500_000
 _MAX_KEY = 1024  # bytes of a prefix kept as a cache key: a cache of 64 MiB keys would be a memory bomb
-_N = len(COUNTER_FIELDS)
 
-#: The PortReading fields :class:`StreamDecoder` passes by position, in order. They must open
-#: PortReading's fields (tests/unit/fabric/test_record_shape.py).
-READING_ORDER: tuple[str, ...] = (
-    *("switch", "port", "time_ns", "oper_up", "speed_bps"),
-    *COUNTER_FIELDS,
-    *("pfc_rx", "pfc_tx", "pfc_rx_total", "pfc_tx_total", "last_clear_ns", "boot_ns", "last_change_ns"),
-)
-_reading = cast(Callable[..., PortReading], PortReading)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
@@ -126,7 +102,7 @@ class _Prefix:
         self.elems, self.port, self.slots = elems, port, slots
 
 
-class StreamDecoder:
+class StreamDecoder(GroupState):
     """Decodes one Subscribe stream's responses into readings (see the module docstring).
 
     Readings gather in ``ready_ports``/``ready_lldp`` as each timestamp's group completes
@@ -144,39 +120,12 @@ class StreamDecoder:
         max_message_bytes: int = 64 << 20,
         owns_lldp: bool = True,
     ) -> None:
-        self.switch = switch
-        self.values = 0
-        self.notifications = 0
-        self.ignored = 0
-        self.ready_ports: list[PortReading] = []
-        self.ready_lldp: list[LldpReading] = []
-        self._r = resolver
-        self._profile = resolver.profile
-        self._ports = ports
-        self._invalid = invalid
+        super().__init__(switch, resolver, ports, invalid, owns_lldp=owns_lldp)
         self._max = max_message_bytes
-        self._owns_lldp = owns_lldp
         self._prefixes: dict[bytes, _Prefix] = {}
-        self._received_ns = 0
-        self._oper_seen: set[str] = set()
-        self._speed_seen: set[str] = set()
-        self._pending: dict[str, list[int | None]] = {}
-        self._ts = -1
-        self._lldp_dirty: set[str] = set()
-        self._lldp_before: set[str] | None = None
-        self._lldp_seen: set[str] = set()
-        self._removed: dict[str, list[int | None]] = {}  # port → its row before the delete, this group
         self._empty_families = tuple(f for f in self._profile.families if f.empty_is_delete)
-        self.failures = 0  # messages (or groups) the decoder failed on: counted, skipped, logged once
 
     # -- stream events ----------------------------------------------------------------------
-
-    def begin(self) -> None:
-        """A new subscription starts: its dump will restate every LLDP table (see :meth:`sync`)."""
-        self.close_group()
-        if self._owns_lldp:
-            self._lldp_before = {p for p, st in self._ports.items() if st.lldp}
-            self._lldp_seen = set()
 
     def feed(self, raw: bytes) -> bool:
         """Decode one SubscribeResponse; True when it was a ``sync_response``. Never raises."""
@@ -185,18 +134,6 @@ class StreamDecoder:
         except Exception:  # a decoder bug costs this message, never the stream (issue 28)
             self._failed("a message")
             return False
-
-    def _failed(self, what: str) -> None:
-        """After an exception: count it and log it (with its traceback the first time)."""
-        self.failures += 1
-        if self.failures == 1:
-            log.exception("gNMI %s: the decoder failed on %s; skipped", self.switch, what)
-        else:
-            log.debug("gNMI %s: the decoder failed on %s; skipped", self.switch, what, exc_info=True)
-        try:
-            self._invalid(DECODE_ERROR, 1)
-        except Exception:  # the counter's own failure must not undo what this method is for
-            log.debug("gNMI %s: could not count a decode error", self.switch, exc_info=True)
 
     def _feed(self, raw: bytes) -> bool:
         if len(raw) > self._max:
@@ -214,88 +151,6 @@ class StreamDecoder:
             self.sync()
             return True
         return False
-
-    def sync(self) -> None:
-        """End of the initial dump: close the group; ports the dump did not restate lost their LLDP."""
-        if self._lldp_before is not None:
-            for port in self._lldp_before - self._lldp_seen:
-                self._ports[port].lldp.clear()
-                self._lldp_dirty.add(port)
-            self._lldp_before = None
-        self.close_group()
-
-    @property
-    def pending(self) -> bool:
-        """Whether a group is open (readings that wait for their timestamp to complete)."""
-        return bool(self._pending or self._lldp_dirty or self._removed)
-
-    def take(self) -> tuple[list[PortReading], list[LldpReading]]:
-        """The completed readings, handed over (the lists are replaced)."""
-        ports, lldp = self.ready_ports, self.ready_lldp
-        self.ready_ports, self.ready_lldp = [], []
-        return ports, lldp
-
-    def close_group(self) -> None:
-        """Turn the open timestamp's rows into readings. Never raises (the group is dropped if it fails)."""
-        try:
-            self._close_group()
-        except Exception:
-            # Dropped, or the same group would fail again at every close, and begin() with it.
-            self._pending, self._lldp_dirty, self._removed = {}, set(), {}
-            self._oper_seen.clear()
-            self._speed_seen.clear()
-            self._failed("closing a group")
-
-    def _close_group(self) -> None:
-        ts, sw, states = self._ts, self.switch, self._ports
-        first_port, first_lldp = len(self.ready_ports), len(self.ready_lldp)
-        if self._removed:
-            self._close_removed()
-        if self._pending:
-            out = self.ready_ports
-            # A reading carries status and speed only when its notifications reported them:
-            # counter hygiene keeps the port's state, and a carried value would be an
-            # "observation" at a time the switch did not say it (collector/counters.py).
-            oper_seen, speed_seen = self._oper_seen, self._speed_seen
-            for port, row in self._pending.items():
-                st = states.get(port) or self._state(port)
-                change = row[LAST_CHANGE]
-                if change is None:
-                    change = st.last_change
-                else:
-                    st.last_change = change
-                out.append(
-                    _reading(
-                        sw,
-                        port,
-                        ts,
-                        st.oper if port in oper_seen else None,
-                        st.speed if port in speed_seen else None,
-                        *row[:_N],
-                        pfc_row(row[PFC_RX:PFC_TX], st.pfc_rx),
-                        pfc_row(row[PFC_TX:], st.pfc_tx),
-                        row[PFC_RX_TOTAL],
-                        row[PFC_TX_TOTAL],
-                        row[LAST_CLEAR],
-                        None,
-                        change,
-                    )
-                )
-            self._pending = {}
-        self._oper_seen.clear()
-        self._speed_seen.clear()
-        if self._lldp_dirty:
-            for port in sorted(self._lldp_dirty):
-                table = states[port].lldp
-                neighbors = tuple(lldp_neighbor(table[nid]) for nid in sorted(table, key=neighbor_order))
-                self.ready_lldp.append(LldpReading(sw, port, ts, neighbors))
-            self._lldp_dirty = set()
-        # when the group's first notification arrived: the clock guard's "receive time"
-        recv = self._received_ns
-        for r in self.ready_ports[first_port:]:
-            r.received_ns = recv
-        for t in self.ready_lldp[first_lldp:]:
-            t.received_ns = recv
 
     # -- notifications ----------------------------------------------------------------------
 
@@ -492,18 +347,6 @@ class StreamDecoder:
             return
         self.values += 1
 
-    def _row(self, port: str) -> list[int | None]:
-        row = self._pending.get(port)
-        if row is None:
-            row = self._pending[port] = [None] * ROW_LEN
-        return row
-
-    def _state(self, port: str) -> PortState:
-        st = self._ports.get(port)
-        if st is None:
-            st = self._ports[port] = PortState()
-        return st
-
     def _prefix(self, raw: bytes) -> _Prefix:
         try:
             elems = path_elems(gnmi_pb2.Path.FromString(raw))
@@ -522,21 +365,7 @@ class StreamDecoder:
             self._prefixes[raw] = ctx
         return ctx
 
-    # -- LLDP -------------------------------------------------------------------------------
-
-    def _lldp_set(self, port: str, leaf: Leaf, text: str) -> None:
-        nid = leaf.neighbor
-        if len(nid) > MAX_TEXT:
-            raise Bad(TOO_LONG)
-        table = self._state(port).lldp
-        entry = table.get(nid)
-        if entry is None:
-            if len(table) >= MAX_NEIGHBORS:  # a switch naming neighbours without end grows no table
-                raise Bad(TOO_MANY)
-            entry = table[nid] = {}
-        entry[leaf.field] = text
-        self._lldp_dirty.add(port)
-        self._lldp_seen.add(port)
+    # -- deletes -----------------------------------------------------------------------------
 
     def _deletes(self, ctx: _Prefix, deletes: Sequence[bytes]) -> None:
         for raw in deletes:
@@ -579,64 +408,6 @@ class StreamDecoder:
             for path, value in level:
                 if isinstance(value, dict) and not value:
                     self._delete(path, empty=True)
-
-    def _remove(self, port: str) -> None:
-        """The switch deleted the interface: report it gone and forget what it said before."""
-        old = self._ports.get(port)
-        fresh = self._ports[port] = PortState()
-        if old is not None and old.lldp:
-            if self._owns_lldp:
-                self._lldp_dirty.add(port)  # its neighbours went with it
-            else:
-                fresh.lldp = old.lldp  # the tables another stream owns
-        row = self._pending.pop(port, None)
-        if row is not None or port not in self._removed:
-            self._removed[port] = row or [None] * ROW_LEN
-
-    def _close_removed(self) -> None:
-        """The readings of this group's removed ports; one sent again after its delete was replaced."""
-        for port, row in self._removed.items():
-            if port in self._pending:
-                continue
-            self.ready_ports.append(
-                _reading(
-                    self.switch,
-                    port,
-                    self._ts,
-                    False,
-                    None,
-                    *row[:_N],
-                    None,
-                    None,
-                    row[PFC_RX_TOTAL],
-                    row[PFC_TX_TOTAL],
-                    row[LAST_CLEAR],
-                    None,
-                    row[LAST_CHANGE],
-                    removed=True,
-                )
-            )
-        self._removed = {}
-
-    def _lldp_delete(self, fam: Family, port: str, rest: Sequence[Elem]) -> None:
-        table = self._state(port).lldp
-        key, caps = fam.normalize(rest)
-        spec = fam.leaves.get(key)
-        if spec is not None:
-            leaf = spec.bind(caps)
-            entry = table.get(leaf.neighbor) if leaf is not None else None
-            if leaf is None or entry is None:
-                return
-            entry.pop(leaf.field, None)
-            if not entry:
-                del table[leaf.neighbor]
-        elif key in fam.ignore:
-            return
-        elif "neighbor" in caps:
-            table.pop(caps["neighbor"], None)  # the neighbour entry, or a container below it
-        else:
-            table.clear()  # the port's whole table (or the neighbours container)
-        self._lldp_dirty.add(port)
 
 
 def _items(doc: Any) -> list[tuple[str, Any]]:

@@ -19,7 +19,7 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
 
-from collector import counters, gnmi_decode, profiles, speedups
+from collector import counters, gnmi_group, profiles, speedups
 from collector.records import COUNTER_FIELDS as COLLECTOR_COUNTERS
 from collector.records import PortReading
 from fabric.record import COUNTER_FIELDS, PER_SECOND
@@ -61,13 +61,13 @@ def test_the_collector_names_the_counters_of_fabric_record() -> None:
 
 def test_port_reading_opens_with_the_order_the_decoder_builds_it_in() -> None:
     names = tuple(f.name for f in fields(PortReading))
-    assert gnmi_decode.READING_ORDER[5:21] == COUNTER_FIELDS
-    assert names[: len(gnmi_decode.READING_ORDER)] == gnmi_decode.READING_ORDER
+    assert gnmi_group.READING_ORDER[5:21] == COUNTER_FIELDS
+    assert names[: len(gnmi_group.READING_ORDER)] == gnmi_group.READING_ORDER
 
 
 def test_the_decoders_row_holds_the_counters_in_their_order() -> None:
     assert [profiles.ROW_INDEX[name] for name in COUNTER_FIELDS] == list(range(len(COUNTER_FIELDS)))
-    assert len(COUNTER_FIELDS) == gnmi_decode._N
+    assert len(COUNTER_FIELDS) == gnmi_group._N
 
 
 def test_port_sample_is_the_row_the_tracker_builds() -> None:
