@@ -74,7 +74,8 @@ async def measure(gpus: int = 1024, rounds: int = 5) -> dict[str, Any]:
             for _ in range(n):
                 for p in pollers:
                     t = time.process_time()
-                    samples += len((await p.poll(limiter)).dom or ())
+                    await p.poll(limiter)
+                    samples += len(await p.poll_dom(limiter))
                     total += time.process_time() - t
             return total, spent["dom"], samples
 
@@ -87,7 +88,7 @@ async def measure(gpus: int = 1024, rounds: int = 5) -> dict[str, Any]:
             _, r_dom, _ = await timed(1)
         finally:
             for p in pollers:
-                await p.client.close()
+                await p.close()
             engines.close()
     n = rounds * len(switches)
     base_ms, dom_ms, refresh_ms = (total - dom) / n * 1e3, dom / n * 1e3, r_dom / len(switches) * 1e3

@@ -66,7 +66,8 @@ class SnmpStats:
     lldp_readings: int = 0
     dom_samples: int = 0
     dom_unmapped: int = 0  # DOM sensors no entity maps to an interface (skipped, never name-matched)
-    dom_failures: int = 0  # DOM reads that timed out or failed (the counters' poll had succeeded)
+    dom_reads: int = 0  # DOM reads done, whatever their outcome
+    dom_failures: int = 0  # DOM reads that timed out or failed (the counters are not affected)
     poll_seconds: float = 0.0
     last_success_ns: dict[str, int] = field(default_factory=dict)
     states: dict[str, TargetState] = field(default_factory=dict)
@@ -82,12 +83,14 @@ def open_poller(
 ) -> SwitchPoller:
     """A switch's poller over the codec that serves it (see :func:`~collector.snmp_client.choose_backend`);
     ``dom_interval_s``: read transceiver DOM that often (None: never)."""
-    client: SnmpClient
-    if choose_backend(target, backend) == "gufo":
-        client = GufoClient(target, invalid)
-    else:
-        client = PysnmpClient(target, invalid, engines)
-    return SwitchPoller(target.switch, client, profile_for(target.profile), interval_s, invalid, dom_interval_s)
+    gufo = choose_backend(target, backend) == "gufo"
+
+    def session() -> SnmpClient:
+        return GufoClient(target, invalid) if gufo else PysnmpClient(target, invalid, engines)
+
+    client = session()
+    dom = session() if dom_interval_s is not None else None
+    return SwitchPoller(target.switch, client, profile_for(target.profile), interval_s, invalid, dom_interval_s, dom)
 
 
 class SnmpCollector:
@@ -115,6 +118,8 @@ class SnmpCollector:
         self.spread_s = self.interval_s if spread_s is None else min(spread_s, self.interval_s)
         self.stats = SnmpStats(targets=len(self.targets))
         self._details: dict[str, str | None] = {}
+        #: Set once a switch's counters first came in: its DOM loop starts then.
+        self._heard: dict[str, asyncio.Event] = {}
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -131,12 +136,14 @@ class SnmpCollector:
             async with owned_tasks("SNMP collector", log) as tasks:
                 for poller in pollers:
                     tasks.start(self._switch_loop(poller, limiter), f"snmp-{poller.switch}")
+                    if poller.dom is not None and self.dom_sink is not None:
+                        tasks.start(self._dom_loop(poller, limiter), f"snmp-dom-{poller.switch}")
                 tasks.start(self._stale_watch(), "snmp-stale")
                 await asyncio.wait(tasks.tasks)  # until cancelled; one that fails ends them all
         finally:
             for poller in pollers:
                 try:
-                    await poller.client.close()
+                    await poller.close()
                 except Exception as exc:  # the others still close
                     log.warning("closing %s's SNMP client failed: %s", poller.switch, exc)
             engines.close()
@@ -204,7 +211,9 @@ class SnmpCollector:
             self.stats.poll_seconds += time.monotonic() - started
             self.stats.requests += client.requests - requests
             self.stats.varbinds += client.varbinds - varbinds
+        self.stats.polls_ok += 1
         self.stats.last_success_ns[switch] = time.time_ns()
+        self._heard.setdefault(switch, asyncio.Event()).set()
         self._state(switch, TargetState.CONNECTED, None)
         if result.ports:
             self.stats.readings += len(result.ports)
@@ -212,13 +221,25 @@ class SnmpCollector:
         if result.lldp is not None:
             self.stats.lldp_readings += len(result.lldp)
             await self.sink.put_lldp(result.lldp)
-        if poller.dom_due():
+
+    async def _dom_loop(self, poller: SwitchPoller, limiter: asyncio.Semaphore) -> None:
+        """The switch's DOM every ``dom_interval_s``, once its counters first came in (they name its
+        interfaces), beside the counters' loop: neither waits on the other."""
+        assert poller.dom_interval_s is not None
+        loop = asyncio.get_running_loop()
+        await self._heard.setdefault(poller.switch, asyncio.Event()).wait()
+        every = poller.dom_interval_s
+        due = loop.time()
+        while True:
+            await asyncio.sleep(max(0.0, due - loop.time()))
             await self._poll_dom(poller, limiter)
-        self.stats.polls_ok += 1  # the switch's turn is done: counters in, and its DOM if due
+            due += every
+            if due <= loop.time():  # overran: skip the turns, keep the phase
+                due += (int((loop.time() - due) // every) + 1) * every
 
     async def _poll_dom(self, poller: SwitchPoller, limiter: asyncio.Semaphore) -> None:
-        """The switch's DOM, after its counters: a timeout or an error is counted and logged, and
-        leaves the switch's state alone (its counters came in)."""
+        """One DOM read: a timeout or an error is counted and logged, and leaves the switch's state
+        alone (that is its counters' to say)."""
         assert self.dom_sink is not None and poller.dom is not None
         unmapped = poller.dom.unmapped
         try:
@@ -233,6 +254,7 @@ class SnmpCollector:
             log.exception("%s: SNMP DOM read failed", poller.switch)
             return
         finally:
+            self.stats.dom_reads += 1
             self.stats.dom_unmapped += poller.dom.unmapped - unmapped
         if samples:
             self.stats.dom_samples += len(samples)

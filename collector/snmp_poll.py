@@ -3,9 +3,9 @@
 A poll is a GET of sysUpTime and ifNumber, then (under the collector's concurrency limit) one
 multi-column walk of every ifIndex-indexed counter (IF-MIB, EtherLike-MIB), the PFC table
 (CISCO-PFC-EXT-MIB per priority, else IEEE8021-PFC-MIB totals) and lldpRemTable. Every DOM
-interval, after a poll, the transceivers' sensors are read apart (:meth:`SwitchPoller.poll_dom`,
-:mod:`collector.snmp_dom`): an entity walk of hundreds of rows has its own deadline, and never
-makes the counters late or the switch unreachable. The index
+interval, the transceivers' sensors are read apart, over a session of their own
+(:meth:`SwitchPoller.poll_dom`, :mod:`collector.snmp_dom`): an entity walk of hundreds of rows
+has its own deadline, and never makes the counters late or the switch unreachable. The index
 tables (ifName/ifDescr/ifAlias/ifType, lldpLocPortTable) are walked on the first poll, every
 ``INDEX_REFRESH_POLLS`` polls, when ifNumber changes, after an ifLastChange moved, and when
 a counter row shows up for an ifIndex they lack.
@@ -151,9 +151,11 @@ class SwitchPoller:
         interval_s: float,
         count_invalid: Callable[[str, int], None],
         dom_interval_s: float | None = None,
+        dom_client: SnmpClient | None = None,
     ) -> None:
-        """``dom_interval_s``: read transceiver DOM every that many seconds, rounded to whole polls
-        (at least every poll); None: never."""
+        """``dom_interval_s``: read transceiver DOM every that many seconds (None: never), through
+        ``dom_client`` (a session of its own, so that a DOM read never waits on, nor delays, the
+        counters'; None: the counters' client)."""
         self.switch = switch
         self.client = client
         self.profile = profile
@@ -163,9 +165,9 @@ class SwitchPoller:
         self.cache = IndexCache()
         self._warned_32 = False
         self.dom = DomPoller(switch, count_invalid) if dom_interval_s is not None else None
-        self.dom_every = max(1, round((dom_interval_s or interval_s) / interval_s))
+        self.dom_interval_s = dom_interval_s
+        self.dom_client = dom_client
         self._polls = 0
-        self._dom_read = 0  # the counter poll after which DOM was last read
 
     # -- the poll -----------------------------------------------------------------------
 
@@ -204,20 +206,27 @@ class SwitchPoller:
         lldp = self._lldp_readings(rem, t_lldp) if rem is not None else None
         return PollResult(ports, lldp, c.requests - requests, c.varbinds - varbinds)
 
-    def dom_due(self) -> bool:
-        """Whether the transceivers' DOM is due, after this many counter polls (the first after
-        the first poll that succeeded: a big entity walk never holds a switch's first counters)."""
-        return self.dom is not None and self._polls > 0 and (self._polls - 1) % self.dom_every == 0 and (
-            self._dom_read != self._polls
-        )
-
     async def poll_dom(self, limiter: asyncio.Semaphore) -> list[DomSample]:
-        """The transceivers' DOM (:mod:`collector.snmp_dom`), apart from the counters' poll: it has
-        a deadline of its own, and its failure is no failure of the switch's counters."""
+        """The transceivers' DOM (:mod:`collector.snmp_dom`), apart from the counters' poll, over
+        its own session: its deadline and its failures are not the counters'. Interfaces are
+        named from the counters' index tables (read it after a poll succeeded)."""
         assert self.dom is not None
-        self._dom_read = self._polls
+        client = self.dom_client or self.client
+
+        async def walk(columns: Sequence[Column], rows_hint: int | None) -> dict[str, dict[str, Value]]:
+            walked = await client.walk(columns, rows_hint)
+            if walked.invalid:
+                self.count_invalid("looping or runaway table walk", walked.invalid)
+            return _by_field(columns, walked)
+
         async with limiter:
-            return await self.dom.poll(self._walk, self.cache.names, time.time_ns())
+            return await self.dom.poll(walk, self.cache.names, time.time_ns())
+
+    async def close(self) -> None:
+        """Close the sessions (the counters' and DOM's)."""
+        await self.client.close()
+        if self.dom_client is not None:
+            await self.dom_client.close()
 
     async def _walk(self, columns: Sequence[Column], rows_hint: int | None) -> dict[str, dict[str, Value]]:
         walked = await self.client.walk(columns, rows_hint)

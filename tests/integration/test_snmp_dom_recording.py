@@ -16,7 +16,9 @@ with the recorded values.
 
 from __future__ import annotations
 
+import asyncio
 import bz2
+import contextlib
 import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -30,8 +32,8 @@ from collector.records import LldpReading, PortReading, TargetState
 from collector.snmp import SnmpCollector
 from collector.targets import SwitchTarget
 from store.dom import DomSample
-from tests.support.collecting import polled
 from tests.support.snmpsim import column, parse_snmprec, recording, serving
+from tests.support.waiting import until
 
 RECORDING = "cloud/arista-dcs-7150s-52-cl.snmprec.bz2"
 SUBTREES = ("1.3.6.1.2.1.1", "1.3.6.1.2.1.2", "1.3.6.1.2.1.31", "1.3.6.1.2.1.47", "1.3.6.1.2.1.99")
@@ -105,8 +107,16 @@ async def _collect(address: str, community: str) -> tuple[DomRecorder, SnmpColle
     target = SwitchTarget("arista", "snmp", address, community=SecretStr(community), timeout_s=3, retries=1,
                           profile="arista-eos")  # fmt: skip
     collector = SnmpCollector([target], sink, CollectorConfig(snmp_interval_s=60), spread_s=0)
-    await polled(collector, 1, 30)
-    assert collector.stats.polls_ok == 1
+    task = asyncio.create_task(collector.run())
+    try:  # one counters poll, then the DOM read its own loop makes once the counters came in
+        stats = collector.stats
+        await until(lambda: stats.dom_reads >= 1 or stats.polls_failed > 0, 30,
+                    lambda: f"{stats.polls_ok} polls, {stats.dom_reads} DOM reads")  # fmt: skip
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert collector.stats.polls_ok == 1 and collector.stats.dom_failures == 0
     return sink, collector
 
 
