@@ -52,15 +52,16 @@ from operator import attrgetter
 from typing import cast
 
 from collector.config import PFC_HEARTBEAT_S as PFC_HEARTBEAT_S  # the knob's default, where it is declared
-from collector.link_flaps import carrier, on_status, status_at
-from collector.link_flaps import utc as _utc
-from collector.port_state import PFC0, PFC_KEYS, SLOTS, TrackerStats
-from collector.port_state import PortState as _PortState
+from collector.link_flaps import carrier, on_status, status_at, utc
+from collector.port_state import PFC0, PFC_KEYS, SLOTS, PortState, TrackerStats
 from collector.records import COUNTER_FIELDS, PFC_TOTAL_WRAP32, PortReading
 from collector.speedups import deltas as _c_deltas
 from collector.speedups import port_row as _c_port_row
 from fabric.record import PER_SECOND
 from store.records import I64_MAX, U64, LinkEvent, PfcSample, PortSample, to_int8
+
+_PortState = PortState  # the names this module (and tests/unit/collector/test_speedups.py) use
+_utc = utc
 
 WRAP32 = 1 << 32
 MAX_SPEED_BPS = 800 * 10**9
