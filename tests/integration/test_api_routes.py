@@ -355,8 +355,8 @@ async def test_dashboard_openapi_and_unknown_routes(client: Client) -> None:
     await problem(client, "GET", "/dashboard/../../etc/passwd", 404)
 
 
-async def test_before_the_first_evaluation(fresh_db: str) -> None:
-    pool = await create_pool(fresh_db)
+async def test_before_the_first_evaluation(migrated_db: str) -> None:
+    pool = await create_pool(migrated_db)
     async with pool.acquire() as conn:
         await migrate(conn)
     app = create_app(CONFIG, FABRIC, pool=pool)

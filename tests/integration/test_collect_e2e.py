@@ -146,7 +146,7 @@ async def test_both_protocols_land_in_the_hypertables(fresh_db: str, tmp_path: P
         assert reach == 20
 
 
-async def test_a_flap_becomes_link_events_with_their_down_time(fresh_db: str, tmp_path: Path) -> None:
+async def test_a_flap_becomes_link_events_with_their_down_time(migrated_db: str, tmp_path: Path) -> None:
     # The simulator is a process of its own here, as a switch is: sharing this test's event loop on
     # a busy 2-core machine, it sent a 3 s outage's ON_CHANGE notifications so late that the port
     # was back up by then, and only carrier-transitions told of the flap.
@@ -154,7 +154,7 @@ async def test_a_flap_becomes_link_events_with_their_down_time(fresh_db: str, tm
     with started_sim(tmp_path, args, 20) as sim:
         cfg = config(sim.config, spool=tmp_path / "spool", collector={"gnmi_interval_s": 1.0, "snmp_interval_s": 1.0})
         fabric = build_aipod(PARAMS)
-        pool = await create_pool(fresh_db)
+        pool = await create_pool(migrated_db)
         try:
             async with pool.acquire() as conn:
                 await migrate(conn)
@@ -244,14 +244,14 @@ async def test_database_down_for_a_minute_mid_stream(private_store: EmbeddedStor
 
 
 async def test_a_real_switch_lands_in_the_tables_with_unknown_ports_flagged(
-    fresh_db: str,
+    migrated_db: str,
     snmpsim: str,
     tmp_path: Path,
 ) -> None:
     from fabric.topology import build_aipod
 
     fabric = build_aipod(FabricParams(gpus=64, radix=16))
-    pool = await create_pool(fresh_db)
+    pool = await create_pool(migrated_db)
     try:
         async with pool.acquire() as conn:
             await migrate(conn)

@@ -16,9 +16,9 @@ from store.migrate import migrate
 pytestmark = pytest.mark.db
 
 
-async def test_load_and_reload(fresh_db: str) -> None:
+async def test_load_and_reload(migrated_db: str) -> None:
     fabric = build_aipod(FabricParams(gpus=1024))
-    conn = await asyncpg.connect(fresh_db)
+    conn = await asyncpg.connect(migrated_db)
     try:
         await migrate(conn)
         # A port the collector discovered before the inventory knew the switch.

@@ -65,8 +65,8 @@ def _down(port: str, since: datetime, until: datetime | None = None, switch: str
     return out
 
 
-async def test_objectives_from_link_events(fresh_db: str) -> None:
-    pool = await create_pool(fresh_db)
+async def test_objectives_from_link_events(migrated_db: str) -> None:
+    pool = await create_pool(migrated_db)
     try:
         async with pool.acquire() as conn:
             await migrate(conn)
@@ -142,10 +142,10 @@ async def test_a_server_link_down_for_less_than_the_fatal_threshold_is_not_fatal
     assert objs["gpu_network_availability"].current == 1.0
 
 
-async def test_a_port_seen_up_without_an_up_event_is_not_down_forever(fresh_db: str) -> None:
+async def test_a_port_seen_up_without_an_up_event_is_not_down_forever(migrated_db: str) -> None:
     # The collector restarted while the link was down and came back to it up: no up transition
     # was recorded, but the port's first up sample ends the outage.
-    pool = await create_pool(fresh_db)
+    pool = await create_pool(migrated_db)
     try:
         async with pool.acquire() as conn:
             await migrate(conn)

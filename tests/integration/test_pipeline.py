@@ -18,8 +18,8 @@ T0 = 1_790_000_000 * S
 FABRIC = build_aipod(FabricParams(gpus=64, radix=16))
 
 
-async def test_pipeline_end_to_end(fresh_db: str, tmp_path: Path) -> None:
-    pool = await create_pool(fresh_db)
+async def test_pipeline_end_to_end(migrated_db: str, tmp_path: Path) -> None:
+    pool = await create_pool(migrated_db)
     try:
         async with pool.acquire() as conn:
             await migrate(conn)
@@ -72,8 +72,8 @@ async def test_pipeline_end_to_end(fresh_db: str, tmp_path: Path) -> None:
         await pool.close()
 
 
-async def test_known_ports_are_not_flagged(fresh_db: str) -> None:
-    pool = await create_pool(fresh_db)
+async def test_known_ports_are_not_flagged(migrated_db: str) -> None:
+    pool = await create_pool(migrated_db)
     try:
         async with pool.acquire() as conn:
             await migrate(conn)
@@ -90,9 +90,9 @@ async def test_known_ports_are_not_flagged(fresh_db: str) -> None:
         await pool.close()
 
 
-async def test_status_on_another_stream_after_its_counter_is_one_flap_in_the_database(fresh_db: str) -> None:
+async def test_status_on_another_stream_after_its_counter_is_one_flap_in_the_database(migrated_db: str) -> None:
     """SONiC-like: the counter stream counted a fast down/up before the status stream said so."""
-    pool = await create_pool(fresh_db)
+    pool = await create_pool(migrated_db)
     try:
         async with pool.acquire() as conn:
             await migrate(conn)

@@ -26,9 +26,9 @@ async def _plan(conn: object, sql: str, *args: object) -> str:
     return "\n".join(r[0] for r in rows)
 
 
-async def test_candidate_queries_use_the_partial_indexes(fresh_db: str) -> None:
+async def test_candidate_queries_use_the_partial_indexes(migrated_db: str) -> None:
     fabric = build_aipod(FabricParams(gpus=512))
-    pool = await create_pool(fresh_db)
+    pool = await create_pool(migrated_db)
     try:
         async with pool.acquire() as conn:
             await migrate(conn)

@@ -15,8 +15,8 @@ from store.retention import RetentionMode, apply_retention, drop_expired_chunks,
 pytestmark = pytest.mark.db
 
 
-async def test_apache_build_falls_back_to_drop_chunks(fresh_db: str) -> None:
-    conn = await asyncpg.connect(fresh_db)
+async def test_apache_build_falls_back_to_drop_chunks(migrated_db: str) -> None:
+    conn = await asyncpg.connect(migrated_db)
     try:
         await migrate(conn)
         assert await license_of(conn) == "apache"
@@ -38,13 +38,13 @@ async def test_apache_build_falls_back_to_drop_chunks(fresh_db: str) -> None:
         await conn.close()
 
 
-async def test_retention_loop_runs_on_schedule(fresh_db: str) -> None:
+async def test_retention_loop_runs_on_schedule(migrated_db: str) -> None:
     import asyncio
 
     from store.db import create_pool
     from store.retention import retention_loop
 
-    pool = await create_pool(fresh_db)
+    pool = await create_pool(migrated_db)
     try:
         async with pool.acquire() as conn:
             await migrate(conn)

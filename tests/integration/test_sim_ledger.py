@@ -47,9 +47,9 @@ def _fewest(samples: dict[Any, list[int]]) -> int:
     return min(map(len, samples.values()), default=0)
 
 
-async def test_port_counters_hold_exactly_what_the_simulator_sent(fresh_db: str, tmp_path: Path) -> None:
+async def test_port_counters_hold_exactly_what_the_simulator_sent(migrated_db: str, tmp_path: Path) -> None:
     sim = await start_sim(SimOptions(params=PARAMS, gnmi="127.0.0.1:0", snmp=None, control=None, seed=7, ledger=True))
-    pool = await create_pool(fresh_db)
+    pool = await create_pool(migrated_db)
     try:
         assert sim.fabric is not None and sim.ledger is not None
         async with pool.acquire() as conn:

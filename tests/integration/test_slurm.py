@@ -465,6 +465,11 @@ async def test_running_jobs_are_discovered_and_finished_ones_leave(pool: asyncpg
     assert {j.id for j in (await list_jobs(pool, 100, 0))[0]} == {"by-hand"}
 
 
+# Slow (the longest default test, 30-80 s, its lab's start-up the flakiest wait on 2 busy cores). The
+# default run covers each link of it: test_analyze_e2e (simulator → collector → database → analyzer,
+# alerts with the jobs they touch), test_running_jobs_are_discovered_and_finished_ones_leave and
+# test_a_flapping_nic_drains_its_node_only_the_job_keeps_running_and_resolution_resumes_it (slurmctld).
+@pytest.mark.slow
 async def test_end_to_end_a_flapping_cable_under_a_discovered_job_drains_its_node_and_resumes_it(
     fresh_db: str, tmp_path: Path, slurm: SlurmCluster
 ) -> None:

@@ -83,14 +83,14 @@ def _inventory(ports: Mapping[str, list[str]], listed: bool) -> Fabric:
 
 @pytest.mark.parametrize("listed", [True, False], ids=["inventory-names-the-ports", "ports-not-listed"])
 async def test_real_switches_over_snmp_are_stored_as_the_ports_the_inventory_names(
-    fresh_db: str, snmpsim: str, listed: bool
+    migrated_db: str, snmpsim: str, listed: bool
 ) -> None:
     paths = _paths()
     assert paths is not None
     expected = {sw: _ethernet_ports(parse_snmprec(p)) for sw, p in paths.items()}
     assert {"Ethernet1/1", "40GE1/0/0", "ge-0/0/1"} <= {p for ports in expected.values() for p in ports}
     fabric = _inventory({sw: sorted(ports) for sw, ports in expected.items()}, listed)
-    pool = await create_pool(fresh_db)
+    pool = await create_pool(migrated_db)
     try:
         async with pool.acquire() as conn:
             await migrate(conn)
