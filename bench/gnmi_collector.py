@@ -47,7 +47,7 @@ from collector.config import PLAINTEXT, CollectorConfig, TlsConfig
 from collector.gnmi import GnmiCollector, GnmiTuning
 from collector.gnmi_stream import subscribe_request
 from collector.gnmi_transport import build_channel
-from collector.profiles import load_profile
+from collector.profile_load import load_profile
 from collector.records import LldpReading, PortReading, TargetState
 from collector.targets import SwitchTarget
 from fabric.model import FabricParams

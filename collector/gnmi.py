@@ -43,7 +43,8 @@ from collector.gnmi_settings import GnmiStats, GnmiTuning, StreamSettings
 from collector.gnmi_stream import GnmiStream, subscribe_request
 from collector.gnmi_transport import Channel, build_channel
 from collector.gnmi_values import PortState, Resolver
-from collector.profiles import Profile, Subscription, load_profile
+from collector.profile_load import load_profile
+from collector.profiles import Profile, Subscription
 from collector.records import Sink, TargetState
 from collector.targets import SwitchTarget, check_credentials, plaintext_warnings
 

@@ -25,7 +25,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from collector.profiles import Profile, load_profile
+from collector.profile_load import load_profile
+from collector.profiles import Profile
 from collector.snmp_pysnmp import PysnmpEngines
 from collector.targets import SwitchTarget
 from config.errors import ConfigError

@@ -27,7 +27,7 @@ import collector.gnmi_decode as gnmi_decode
 from collector import speedups
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_values import PortState, Resolver
-from collector.profiles import load_profile
+from collector.profile_load import load_profile
 from tests.unit.collector.test_gnmi_decode import path
 from wire.protobuf import varint
 

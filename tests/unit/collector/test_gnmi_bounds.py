@@ -17,7 +17,7 @@ from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_values import MAX_NEIGHBORS, PortState, Resolver, neighbor_order
 from collector.metrics import CollectorMetrics
 from collector.pipeline import Pipeline
-from collector.profiles import load_profile
+from collector.profile_load import load_profile
 from fabric.topology import FabricParams, build_aipod
 from tests.support.gnmi_fuzz import (
     IF,

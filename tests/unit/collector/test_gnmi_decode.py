@@ -13,7 +13,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_values import PortState, Resolver
-from collector.profiles import load_profile
+from collector.profile_load import load_profile
 from collector.records import LldpNeighborReading
 from wire.protobuf import U64_MAX, varint
 

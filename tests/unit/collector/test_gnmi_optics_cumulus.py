@@ -14,7 +14,7 @@ from collections import Counter
 from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.gnmi_optics import OpticsDecoder
-from collector.profiles import load_profile
+from collector.profile_load import load_profile
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState

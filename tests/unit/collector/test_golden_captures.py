@@ -20,7 +20,8 @@ import pytest
 
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_values import PortState, Resolver
-from collector.profiles import IGNORED, load_profile, parse_path
+from collector.profile_load import load_profile
+from collector.profiles import IGNORED, parse_path
 from collector.records import COUNTER_FIELDS, LldpNeighborReading, LldpReading, PortReading
 from tests.support.captures import DEVICES, SHARED, serialized, sonic_file, sonic_response, telegraf_case, xr_sim_shape
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from pygnmi.create_gnmi_path import gnmi_path_generator
 
+from collector.profile_load import available_profiles, compile_profile, load_profile
 from collector.profiles import (
     IGNORED,
     PFC_RX,
@@ -16,9 +17,6 @@ from collector.profiles import (
     ROW_INDEX,
     Kind,
     ProfileError,
-    available_profiles,
-    compile_profile,
-    load_profile,
     parse_path,
 )
 from simulator.gnmi_paths import LEAVES, ROOTS
