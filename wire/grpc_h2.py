@@ -98,9 +98,9 @@ from wire.h2_frames import (
 from wire.tls_layer import HANDSHAKE_TIMEOUT_S, TlsLayer
 
 __all__ = [
-    "CONNECTION_WINDOW", "MAX_CONTINUATIONS", "MAX_CONTROL_REPLIES", "MAX_FRAME", "MAX_HEADER_BYTES", "MAX_MESSAGE",
-    "MAX_QUEUED_MESSAGES", "STREAM_WINDOW", "Connection", "ProtocolError", "RpcError", "StatusCode", "Stream",
-    "client_ssl_context", "connect", "encode_headers", "frame", "grpc_message",
+    "BUG", "COALESCE_S", "CONNECTION_WINDOW", "MAX_CONTINUATIONS", "MAX_CONTROL_REPLIES", "MAX_FRAME",
+    "MAX_HEADER_BYTES", "MAX_MESSAGE", "MAX_QUEUED_MESSAGES", "STREAM_WINDOW", "Connection", "ProtocolError",
+    "RpcError", "StatusCode", "Stream", "client_ssl_context", "connect", "encode_headers", "frame", "grpc_message",
 ]  # fmt: skip
 
 
