@@ -132,6 +132,9 @@ class CollectorConfig(Section):
     #: Transceiver DOM sampling (gNMI and SNMP): DOM moves slowly (SONiC refreshes it every 60 s).
     #: SNMP reads it on every poll this interval spans, rounded to whole polls (at least every poll).
     dom_interval_s: float = Field(60.0, gt=0, le=86400)
+    #: FEC counters and BER over gNMI (link health, judged over hours): sampled this often, not at
+    #: the counters' interval; set it to gnmi_interval_s to see bursts of seconds (at ~5x the cost).
+    fec_interval_s: float = Field(60.0, gt=0, le=86400)
     gnmi_mode: Literal["stream", "poll"] = "stream"
     snmp_concurrency: int = Field(64, ge=1, le=10_000)
     gnmi_concurrency: int = Field(1024, ge=1, le=100_000)

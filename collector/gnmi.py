@@ -202,7 +202,7 @@ class GnmiCollector:
     def _optics_stream(
         self, t: SwitchTarget, profile: Profile, target: str, subs: tuple[Subscription, ...], sink: OpticsSink
     ) -> OpticsStream:
-        """A link-health stream (collector.gnmi_optics): FEC at the counter interval, DOM at its own."""
+        """A link-health stream (collector.gnmi_optics): FEC and DOM each at their own interval."""
         tune, config = self._tuning, self._config
         poll = config.gnmi_mode == "poll"
         assert profile.optics_schema is not None
@@ -213,12 +213,15 @@ class GnmiCollector:
             max_message_bytes=tune.max_message_bytes,
             max_skew_s=config.max_clock_skew_s,
         )
-        counters = any(s.mode == "sample" and s.interval == "counters" for s in subs)
-        interval = config.gnmi_interval_s if counters or poll else config.dom_interval_s
+        every = {"counters": config.gnmi_interval_s, "dom": config.dom_interval_s, "fec": config.fec_interval_s}
+        sampled = [every[s.interval] for s in subs if s.mode == "sample"]
+        interval = config.gnmi_interval_s if poll or not sampled else min(sampled)  # the stream's fastest
         settings = StreamSettings(
             switch=t.switch,
             target=target,
-            request=subscribe_request(profile, target, subs, config.gnmi_interval_s, poll, config.dom_interval_s),
+            request=subscribe_request(
+                profile, target, subs, config.gnmi_interval_s, poll, config.dom_interval_s, config.fec_interval_s
+            ),
             metadata=self._metadata(t),
             interval_s=interval,
             sampled=poll or any(s.mode == "sample" for s in subs),

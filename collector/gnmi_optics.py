@@ -4,8 +4,9 @@ A profile's ``optics`` section (:mod:`collector.profiles`) names the paths and t
 schema; the collector opens one more Subscribe stream per target for them (:class:`OpticsStream`,
 a :class:`collector.gnmi_stream.GnmiStream` with the same backoff, limits and stall handling),
 so the counters' hot path (:mod:`collector.gnmi_decode`, its C fast path) never sees these leaves.
-SAMPLE subscriptions run at ``collector.gnmi_interval_s`` (FEC) or, marked ``interval: dom``, at
-``collector.dom_interval_s`` (DOM moves slowly). Such a stream's failure (a NOS without these
+SAMPLE subscriptions marked ``interval: fec`` run at ``collector.fec_interval_s`` (FEC counters and
+BER), those marked ``interval: dom`` at ``collector.dom_interval_s`` (DOM moves slowly), both 60 s
+by default: the evidence is judged over hours. Such a stream's failure (a NOS without these
 paths answers NOT_FOUND) is logged and retried but does not colour the switch's reachability:
 the switch's counters say that.
 

@@ -2,8 +2,8 @@
 
 A small fabric whose switches speak every NOS shape in turn (openconfig, eos, sonic, xr, cumulus);
 one port of an OpenConfig switch and one of a SONiC switch get an ``optic_degrade`` fault. The in-process
-CollectorService subscribes to each profile's ``optics`` paths (FEC at the counter interval, DOM
-at ``collector.dom_interval_s``, both 1 s here) and the rows land in ``transceiver_dom`` and
+CollectorService subscribes to each profile's ``optics`` paths (FEC at ``collector.fec_interval_s``,
+DOM at ``collector.dom_interval_s``, both 1 s here) and the rows land in ``transceiver_dom`` and
 ``port_fec`` through the pipeline's writers: rx power falls as the simulator says it does, on the
 interface the device maps the transceiver to, and FEC counters (with SONiC's bins) grow. The
 Cumulus switches are collected with the ``cumulus`` profile: their ``phy`` FEC leaves and FEC
@@ -88,6 +88,7 @@ async def test_optic_degrade_reaches_transceiver_dom_and_port_fec_from_openconfi
             nos=sim.devices.assignment(),
         )
         data["collector"]["dom_interval_s"] = 1.0
+        data["collector"]["fec_interval_s"] = 1.0
         # Cumulus switches with the cumulus profile (5.15+ phy FEC leaves and FEC histogram)
         shapes = sim.devices.assignment()
         cumulus = [s for s, n in shapes.items() if n is Nos.CUMULUS]

@@ -198,3 +198,18 @@ def test_bad_leaf_options_are_clear_errors(leaf: dict[str, Any], message: str) -
     families = [{"name": "f", "root": "/i[name={port}]", "leaves": {"a": leaf}}]
     with pytest.raises(ProfileError, match=message):
         compile_profile(_doc(families=families))
+
+
+@pytest.mark.parametrize("name", ["openconfig", "eos", "xr", "junos", "sonic", "cumulus"])
+def test_link_health_paths_sample_at_their_own_intervals_not_the_counters(name: str) -> None:
+    """FEC and BER at collector.fec_interval_s, DOM at dom_interval_s: judged over hours, they are
+    not sampled at the counters' 10 s (issue 26's CPU goal); ON_CHANGE leaves have no interval."""
+    from collector.gnmi_stream import subscribe_request
+
+    profile = load_profile(name)
+    sampled = [s for s in profile.optics_subscriptions if s.mode == "sample"]
+    assert sampled and {s.interval for s in sampled} <= {"fec", "dom"} and any(s.interval == "fec" for s in sampled)
+    request = subscribe_request(profile, "t", profile.optics_subscriptions, 10.0, False, 60.0, 30.0)
+    got = {sub.sample_interval for sub in request.subscribe.subscription if sub.mode == 2}  # SAMPLE
+    want = {60 * 10**9 if s.interval == "dom" else 30 * 10**9 for s in sampled}
+    assert got == want
