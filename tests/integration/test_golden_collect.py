@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from collector.profile_load import load_profile
 from collector.records import COUNTER_FIELDS
 from collector.runner import CollectorService, plan
 from config.model import Config
@@ -190,9 +191,12 @@ async def test_interface_captures_through_grpc_into_timescaledb(fresh_db: str, t
 
 async def _check_interface_captures(rig: Rig, replays: dict[str, Any], named: bool) -> None:
     pool, server, stats = rig.pool, rig.server, rig.service.collectors["gnmi"].stats
-    # every switch subscribed once, with its profile's request
-    assert sorted(r.subscribe.prefix.target for r in server.requests) == sorted(PROFILES)
-    xr_request = next(r for r in server.requests if r.subscribe.prefix.target == "xr1")
+    # every switch subscribed once with its profile's request, and once more for its link-health
+    # paths where its profile has them (collector/gnmi_optics.py: a stream of their own)
+    optics = [sw for sw, name in PROFILES.items() if load_profile(name).optics_subscriptions]
+    assert sorted(r.subscribe.prefix.target for r in server.requests) == sorted([*PROFILES, *optics])
+    xr_request = next(r for r in server.requests if r.subscribe.prefix.target == "xr1"
+                      and any(s.path.origin == "openconfig-qos" for s in r.subscribe.subscription))  # fmt: skip
     assert {s.path.origin for s in xr_request.subscribe.subscription} == {
         "openconfig-interfaces",
         "openconfig-qos",
@@ -272,8 +276,10 @@ async def test_sonic_counters_db_and_appl_db_streams_into_timescaledb(fresh_db: 
 
 async def _check_sonic(rig: Rig, now: int) -> None:
     pool, server, stats = rig.pool, rig.server, rig.service.collectors["gnmi"].stats
-    # two Subscribe streams, one per database (the prefix target)
-    assert sorted(r.subscribe.prefix.target for r in server.requests) == ["APPL_DB", "COUNTERS_DB"]
+    # the counters: two Subscribe streams, one per database (the prefix target); link health:
+    # streams of its own (the FEC fields of COUNTERS_DB; xcvrd's two DOM tables in STATE_DB)
+    targets = sorted(r.subscribe.prefix.target for r in server.requests)
+    assert targets == ["APPL_DB", "COUNTERS_DB", "COUNTERS_DB", "STATE_DB", "STATE_DB"], targets
     zeros = {"time_ns": now, "oper_status": None, "speed_bps": None, **_counters(**dict.fromkeys(THIRTEEN, 0))}
     assert await _rows(pool, "sonic1") == {"Ethernet1": [zeros], "Ethernet68": [zeros]}
     pfc = await pool.fetch(
