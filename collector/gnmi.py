@@ -36,6 +36,8 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
+from pygnmi.spec.v080 import gnmi_pb2
+
 from collector.config import CollectorConfig
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_optics import OpticsDecoder, OpticsSink, OpticsStream
@@ -168,24 +170,9 @@ class GnmiCollector:
             max_message_bytes=tune.max_message_bytes,
             owns_lldp=profile.covers_lldp(subs),
         )
-        metadata: list[tuple[str, str]] = []
-        if t.username is not None:
-            metadata.append(("username", t.username))
-            metadata.append(("password", t.password.get_secret_value() if t.password is not None else ""))
-        settings = StreamSettings(
-            switch=t.switch,
-            target=target,
-            request=subscribe_request(profile, target, subs, interval, poll),
-            metadata=tuple(metadata),
-            interval_s=interval,
-            sampled=poll or any(s.mode == "sample" for s in subs),
-            poll=poll,
-            first_timeout_s=tune.first_response_timeout_s or max(t.timeout_s, 10.0),
-            tls=t.tls.enabled,
-            tuning=tune,
-        )
+        request = subscribe_request(profile, target, subs, interval, poll)
         return GnmiStream(
-            settings,
+            self._settings(t, target, subs, request, interval),
             decoder=decoder,
             channel=lambda: self._channels.get(t),
             sink=self._sink,
@@ -194,10 +181,31 @@ class GnmiCollector:
             on_state=sw.update,
         )
 
-    def _metadata(self, t: SwitchTarget) -> tuple[tuple[str, str], ...]:
-        if t.username is None:
-            return ()
-        return (("username", t.username), ("password", t.password.get_secret_value() if t.password else ""))
+    def _settings(
+        self,
+        t: SwitchTarget,
+        target: str,
+        subs: tuple[Subscription, ...],
+        request: gnmi_pb2.SubscribeRequest,
+        interval: float,
+    ) -> StreamSettings:
+        """One Subscribe stream's settings: the request, the credentials, the timing and tuning."""
+        poll, tune = self._config.gnmi_mode == "poll", self._tuning
+        metadata: tuple[tuple[str, str], ...] = ()
+        if t.username is not None:
+            metadata = (("username", t.username), ("password", t.password.get_secret_value() if t.password else ""))
+        return StreamSettings(
+            switch=t.switch,
+            target=target,
+            request=request,
+            metadata=metadata,
+            interval_s=interval,
+            sampled=poll or any(s.mode == "sample" for s in subs),
+            poll=poll,
+            first_timeout_s=tune.first_response_timeout_s or max(t.timeout_s, 10.0),
+            tls=t.tls.enabled,
+            tuning=tune,
+        )
 
     def _optics_stream(
         self, t: SwitchTarget, profile: Profile, target: str, subs: tuple[Subscription, ...], sink: OpticsSink
@@ -216,22 +224,11 @@ class GnmiCollector:
         every = {"counters": config.gnmi_interval_s, "dom": config.dom_interval_s, "fec": config.fec_interval_s}
         sampled = [every[s.interval] for s in subs if s.mode == "sample"]
         interval = config.gnmi_interval_s if poll or not sampled else min(sampled)  # the stream's fastest
-        settings = StreamSettings(
-            switch=t.switch,
-            target=target,
-            request=subscribe_request(
-                profile, target, subs, config.gnmi_interval_s, poll, config.dom_interval_s, config.fec_interval_s
-            ),
-            metadata=self._metadata(t),
-            interval_s=interval,
-            sampled=poll or any(s.mode == "sample" for s in subs),
-            poll=poll,
-            first_timeout_s=tune.first_response_timeout_s or max(t.timeout_s, 10.0),
-            tls=t.tls.enabled,
-            tuning=tune,
+        request = subscribe_request(
+            profile, target, subs, config.gnmi_interval_s, poll, config.dom_interval_s, config.fec_interval_s
         )
         return OpticsStream(
-            settings,
+            self._settings(t, target, subs, request, interval),
             decoder=decoder,
             optics=sink,
             channel=lambda: self._channels.get(t),
