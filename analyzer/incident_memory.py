@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from analyzer.evidence import CollectionEvidence, StormEvidence
+from analyzer.evidence import CollectionEvidence, StaleEvidence, StormEvidence
 from analyzer.findings import Finding
 from analyzer.incident_model import Incident
 from analyzer.rules import DERIVED, evidence_of
@@ -58,8 +58,10 @@ def hold_unconfirmed(
     incidents: Sequence[Incident], first_seen: dict[str, datetime], now: datetime, confirm_s: float
 ) -> list[Incident]:
     """Incidents that ask nothing of a scheduler yet wait ``confirm_s`` before they are sent:
-    symptoms only (a rail asymmetry, an ECMP imbalance no root explains), and uplink or capacity
-    incidents whose action is ``observe``. Their root cause is often found a round or two later (a
+    symptoms only (a rail asymmetry, an ECMP imbalance no root explains), uplink or capacity
+    incidents whose action is ``observe``, and a switch silent while its peers see it forward (when
+    many are at once, the collection incident takes them in, rather than a burst of switch
+    incidents sent and then resolved). Their root cause is often found a round or two later (a
     PFC storm counts as one only once it has lasted; a rebooting spine shows as a few of its links
     first), and it must take them in rather than leave a second incident behind. An incident whose
     action is drain or checkpoint is never held. ``first_seen`` (fingerprint -> time) is the
@@ -72,7 +74,12 @@ def hold_unconfirmed(
         quiet = inc.action == "observe" and not inc.needs_review
         ev = evidence_of(inc.root)
         lag = inc.kind == "collection" and isinstance(ev, CollectionEvidence) and ev.lag_only
-        if lag or (quiet and ((inc.kind == "other" and inc.root.rule in DERIVED) or inc.kind in ("link", "capacity"))):
+        # a switch silent while it forwards: one of many at once is our collection, which takes
+        # them in once it counts them (analyzer/silence.py); alone it waits as long, asking nothing
+        stale = evidence_of(inc.root) if inc.root.rule == "stale_switch" else None
+        silent = inc.kind == "switch" and isinstance(stale, StaleEvidence) and stale.forwarding
+        if lag or (quiet and (silent or (inc.kind == "other" and inc.root.rule in DERIVED)
+                              or inc.kind in ("link", "capacity"))):  # fmt: skip
             seen = first_seen.setdefault(inc.fingerprint, now)
             if (now - seen).total_seconds() < confirm_s:
                 inc = replace(inc, pending=True)

@@ -152,6 +152,8 @@ def place_of(f: Finding, fabric: Fabric | None = None) -> dict[str, Any]:
         switch, port = f.key.split(":", 1)
     else:
         switch = f.key
+        if f.rule == "oversubscription_drift" and isinstance(ev, CapacityEvidence) and len(ev.uplinks_lost) == 1:
+            port = ev.uplinks_lost[0]  # one uplink lost or slowed: the drift is that port's
     if fabric is not None and switch in fabric.switches and rail is None:
         rail = fabric.switches[switch].rail
     if fabric is not None and server is None and switch in fabric.switches and port is not None:

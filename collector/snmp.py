@@ -229,7 +229,10 @@ class SnmpCollector:
         loop = asyncio.get_running_loop()
         await self._heard.setdefault(poller.switch, asyncio.Event()).wait()
         every = poller.dom_interval_s
-        due = loop.time()
+        # spread over the DOM interval as the counters are over theirs: a fleet's entity walks at
+        # once would queue behind each other at a shared agent or proxy, and at our own socket
+        spread = every * (self.spread_s / self.interval_s) if self.interval_s > 0 else 0.0
+        due = loop.time() + (zlib.crc32(f"dom:{poller.switch}".encode()) % 10_000) / 10_000 * spread
         while True:
             await asyncio.sleep(max(0.0, due - loop.time()))
             await self._poll_dom(poller, limiter)

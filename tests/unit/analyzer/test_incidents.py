@@ -349,6 +349,26 @@ def test_many_switches_silent_at_once_while_they_forward_are_our_collection() ->
     assert next(i for i in incidents if i.kind == "switch").key == "switch:sp-r1-1"
 
 
+def test_a_switch_silent_while_it_forwards_waits_its_confirmation_a_gone_one_does_not() -> None:
+    # Staggered polls of a busy collector make switches silent one round apart: the first few
+    # must not go out as switch incidents before the fifth makes them one collection incident.
+    obs = Observation(frozenset(), (), known=True)
+    now = datetime(2026, 12, 3, tzinfo=UTC)
+    quiet = one([stale("sp-r1-1", peer_links_up=64, peer_links_down=0)], obs=obs)
+    first: dict[str, datetime] = {}
+    assert hold_unconfirmed([quiet], first, now, 8.0)[0].pending
+    assert not hold_unconfirmed([quiet], first, now + timedelta(seconds=8), 8.0)[0].pending
+    gone = one([stale("sp-r1-1", peer_links_up=0, peer_links_down=64)], obs=obs)
+    assert not hold_unconfirmed([gone], {}, now, 8.0)[0].pending
+
+
+def test_a_drift_from_one_slowed_uplink_names_that_port() -> None:
+    (one_port,) = decided([drift("lf-g1-r3", ["swp65"])])
+    assert (one_port.root_cause["switch"], one_port.root_cause["port"]) == ("lf-g1-r3", "swp65")
+    (two,) = decided([drift("lf-g1-r3", ["swp65", "swp66"])])
+    assert two.root_cause["port"] is None  # two uplinks: the switch is the place
+
+
 def test_a_lost_leaf_trips_the_circuit_breaker() -> None:
     obs = Observation(frozenset(), (), known=True)
     inc = one([stale("lf-g1-r2", peer_links_up=0, peer_links_down=64)], obs=obs)
