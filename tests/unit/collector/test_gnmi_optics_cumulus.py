@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import pytest
 from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.gnmi_optics import OpticsDecoder
@@ -25,6 +26,13 @@ from simulator.gnmi_wire import Encoding, Renderer, notification, timestamp
 
 NOW = time.time_ns()
 STATE = FabricState(build_aipod(FabricParams(gpus=128, radix=16)), seed=6, clock=lambda: NOW)
+
+
+@pytest.fixture(autouse=True)
+def _now_is_when_the_test_runs() -> None:
+    """The device's time is taken when each test runs: the decoder bounds it against the receive time."""
+    global NOW
+    NOW = time.time_ns()
 SWITCH = "lf-g1-r1"
 READINGS = STATE.transceivers(SWITCH)
 
