@@ -63,6 +63,14 @@ class DomDbSink:
         self.invalid[what] += n
 
 
+def _targets(sim: RunningSim) -> list[SwitchTarget]:
+    """:data:`SWITCHES` at the simulator's SNMP agent, by community (as the simulator names them)."""
+    assert sim.snmp is not None
+    address = f"127.0.0.1:{sim.snmp.port}"
+    return [SwitchTarget(sw, "snmp", address, community=SecretStr(sw), timeout_s=1.0, retries=1,
+                         profile="simulator") for sw in SWITCHES]  # fmt: skip
+
+
 @pytest_asyncio.fixture
 async def sim() -> AsyncIterator[RunningSim]:
     running = await start_sim(
@@ -83,9 +91,7 @@ async def test_optic_degrade_shows_as_falling_rx_power_in_transceiver_dom(sim: R
     state.apply({"kind": "optic_degrade", "switch": "lf-g1-r2", "port": faulty, "db_per_hour": 3600.0})
     t0 = time.time_ns()
     sink = DomDbSink(pool)
-    address = f"127.0.0.1:{sim.snmp.port}"
-    targets = [SwitchTarget(sw, "snmp", address, community=SecretStr(sw), timeout_s=1.0, retries=1,
-                            profile="simulator") for sw in SWITCHES]  # fmt: skip
+    targets = _targets(sim)
     collector = SnmpCollector(targets, sink, CollectorConfig(snmp_interval_s=0.5, dom_interval_s=0.5), spread_s=0)
     task = asyncio.create_task(collector.run())
     try:
@@ -135,9 +141,7 @@ async def test_the_pipeline_stores_snmp_dom(sim: RunningSim, pool: asyncpg.Pool)
         await ensure_fabric(conn, sim.fabric)
     pipe = Pipeline(pool, sim.fabric, WriterConfig(flush_interval_s=0.05))
     pipe.start()
-    address = f"127.0.0.1:{sim.snmp.port}"
-    targets = [SwitchTarget(sw, "snmp", address, community=SecretStr(sw), timeout_s=1.0, retries=1,
-                            profile="simulator") for sw in SWITCHES]  # fmt: skip
+    targets = _targets(sim)
     collector = SnmpCollector(targets, pipe, CollectorConfig(snmp_interval_s=0.5, dom_interval_s=1.0), spread_s=0)
     task = asyncio.create_task(collector.run())
     try:
