@@ -15,7 +15,7 @@ import contextlib
 import itertools
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import cast
 
 import asyncpg
@@ -33,6 +33,7 @@ from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
 from store.config import WriterConfig
 from store.dom import DomSample, write_dom
 from store.inventory import ensure_fabric
+from tests.support.waiting import until
 
 SWITCHES = ("lf-g1-r2", "lf-g1-r3", "lf-g1-r4")  # eos, sonic, junos in the ``mixed`` naming
 
@@ -61,6 +62,17 @@ class DomDbSink:
 
     def count_invalid(self, switch: str, what: str, n: int = 1) -> None:
         self.invalid[what] += n
+
+
+async def _collect_until(collector: SnmpCollector, done: Callable[[], bool], within_s: float) -> None:
+    """Run ``collector`` until ``done()`` (within ``within_s``), then stop it."""
+    task = asyncio.create_task(collector.run())
+    try:
+        await until(done, within_s, lambda: f"collector stats: {collector.stats}")
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def _targets(sim: RunningSim) -> list[SwitchTarget]:
@@ -93,16 +105,7 @@ async def test_optic_degrade_shows_as_falling_rx_power_in_transceiver_dom(sim: R
     sink = DomDbSink(pool)
     targets = _targets(sim)
     collector = SnmpCollector(targets, sink, CollectorConfig(snmp_interval_s=0.5, dom_interval_s=0.5), spread_s=0)
-    task = asyncio.create_task(collector.run())
-    try:
-        for _ in range(400):  # 20 s at most
-            if sink.dom_batches >= 6 * len(SWITCHES):
-                break
-            await asyncio.sleep(0.05)
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    await _collect_until(collector, lambda: sink.dom_batches >= 6 * len(SWITCHES), 20)
     assert sink.dom_batches >= 6 * len(SWITCHES)
     assert not sink.invalid, sink.invalid
 
@@ -143,16 +146,9 @@ async def test_the_pipeline_stores_snmp_dom(sim: RunningSim, pool: asyncpg.Pool)
     pipe.start()
     targets = _targets(sim)
     collector = SnmpCollector(targets, pipe, CollectorConfig(snmp_interval_s=0.5, dom_interval_s=1.0), spread_s=0)
-    task = asyncio.create_task(collector.run())
     try:
-        for _ in range(400):  # 20 s at most
-            if collector.stats.polls_ok >= 4 * len(SWITCHES):
-                break
-            await asyncio.sleep(0.05)
+        await _collect_until(collector, lambda: collector.stats.polls_ok >= 4 * len(SWITCHES), 20)
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
         await pipe.close()
     cabled = {(sw, p.name) for sw in SWITCHES for p in sim.fabric.ports(sw) if p.peer is not None}
     rows = await pool.fetch("SELECT switch, port, count(*) AS n FROM transceiver_dom GROUP BY 1, 2")
@@ -230,16 +226,9 @@ async def test_an_entity_walk_that_never_answers_leaves_the_counters_on_time(sim
     target = SwitchTarget("lf-g1-r3", "snmp", f"127.0.0.1:{port}", community=SecretStr("lf-g1-r3"), timeout_s=0.2,
                           retries=0, profile="simulator")  # fmt: skip
     collector = SnmpCollector([target], sink, CollectorConfig(snmp_interval_s=0.5, dom_interval_s=0.5), spread_s=0)
-    task = asyncio.create_task(collector.run())
     try:
-        for _ in range(300):  # 15 s at most
-            if collector.stats.dom_failures >= 2 and collector.stats.polls_ok >= 4:
-                break
-            await asyncio.sleep(0.05)
+        await _collect_until(collector, lambda: collector.stats.dom_failures >= 2 and collector.stats.polls_ok >= 4, 15)
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
         hole.close()
     stats = collector.stats
     assert hole.dropped > 0 and stats.dom_failures >= 2 and stats.dom_samples == 0, (stats, recorded[:20])
