@@ -211,6 +211,11 @@ async def _spool_an_outage(lb: Lab, store: EmbeddedStore, service: CollectorServ
     await until(lambda: _at_least(spool, batches), 60, f"{batches} batches spooled")
 
 
+def _missing(report: LedgerReport) -> set[tuple[str, str, Any]]:
+    """(switch, port, time) of every sample sent and not stored."""
+    return {(sw, port, t) for (sw, port), p in report.ports.items() for t in p.missing}
+
+
 async def _at_least(spool: Any, n: int) -> bool:
     return len(spool) >= n
 
@@ -231,11 +236,13 @@ async def test_a_corrupted_spool_batch_is_quarantined_and_the_rest_replays(
             await asyncio.to_thread(private_store.start)
             await asyncio.sleep(4)
             snap = lb.ledger.freeze()
-            report = await settle(lb.pool, snap, interval_s=INTERVAL_S, timeout_s=60)
+            # Settled once nothing but that batch is missing (it never comes: no waiting out the timeout).
+            report = await settle(
+                lb.pool, snap, interval_s=INTERVAL_S, timeout_s=60, settled=lambda r: _missing(r) <= lost
+            )
         # Exactly that batch's samples are missing, counted as quarantined; everything else replayed.
         assert spool.stats.batches_quarantined == 1 and spool.stats.rows_quarantined == len(lost) > 0
-        missing = {(sw, port, t) for (sw, port), p in report.ports.items() for t in p.missing}
-        assert missing == lost
+        assert _missing(report) == lost
         assert_complete(report, dropped=len(lost), max_gap_intervals=2.5)
         quarantined = lb.spool / "quarantine" / "port_counters" / victim.name
         assert quarantined.exists() and "checksum" in quarantined.with_name(victim.name + ".reason").read_text()
@@ -311,20 +318,30 @@ async def test_the_collector_killed_while_spooling_loses_only_what_it_held(
             first.wait(10)
             killed_at = time.time()
         on_disk = {(r[1], r[2], r[0]) for p in sorted(port_spool.glob("*.batch")) for r in read(p).rows}
+        newest_on_disk = max((t for *_, t in on_disk), default=None)
+        assert newest_on_disk is not None
+
+        def held_only(missing: set[tuple[str, str, Any]]) -> bool:
+            """What is missing is what the dead process held in memory: the last flush interval or
+            so before the kill, per port; never a sample it had put on disk."""
+            window = (newest_on_disk.timestamp() - 2.5, killed_at + 1)
+            return not on_disk & missing and all(window[0] <= t.timestamp() <= window[1] for *_, t in missing)
+
         await asyncio.to_thread(private_store.start)
         with collector_process(config, log):
             await asyncio.sleep(6)
             snap = lb.ledger.freeze()
-            report = await settle(lb.pool, snap, interval_s=INTERVAL_S, timeout_s=60)
+            # Settled once only the held samples are missing and the spool is replayed: the held
+            # ones never come, so waiting for nothing missing would wait out the whole timeout.
+            report = await settle(
+                lb.pool, snap, interval_s=INTERVAL_S, timeout_s=60,
+                settled=lambda r: held_only(_missing(r)) and not list(port_spool.glob("*.batch")),
+            )  # fmt: skip
         assert "Traceback" not in log.read_text()
         assert not list(port_spool.glob("*.tmp")) and not list(port_spool.glob("*.batch"))  # replayed
-        # What is missing is what the dead process held in memory: the last flush interval or so
-        # before the kill, per port; never a sample it had put on disk.
-        missing = [(sw, port, t) for (sw, port), p in report.ports.items() for t in p.missing]
-        assert on_disk and not on_disk & set(missing)  # everything it had spooled, stored
+        missing = _missing(report)
+        assert on_disk and held_only(missing), sorted(missing)[:5]  # everything it had spooled, stored
         assert report.extra == 0 and report.duplicates == 0
-        newest_on_disk = max(t for *_, t in on_disk)
-        assert all(newest_on_disk.timestamp() - 2.5 <= t.timestamp() <= killed_at + 1 for *_, t in missing), missing[:5]
         assert len(missing) <= 320 * 3, len(missing)
 
 

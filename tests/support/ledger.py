@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -194,17 +194,22 @@ async def settle(
     timeout_s: float,
     poll_s: float = 0.25,
     switches: Iterable[str] | None = None,
+    settled: Callable[[LedgerReport], bool] | None = None,
 ) -> LedgerReport:
-    """:func:`compare` until nothing is missing or ``timeout_s`` passed; the last report.
+    """:func:`compare` until nothing is missing (or ``settled(report)``) or ``timeout_s`` passed;
+    the last report.
 
     For after the snapshot: what was sent before it may still be on its way (a socket, the
-    writer's buffer, the spool replaying after an outage).
+    writer's buffer, the spool replaying after an outage). A test that expects samples to stay
+    missing (a quarantined batch, a killed process's buffer) says when it is done waiting with
+    ``settled``: otherwise it would wait out the whole ``timeout_s`` for samples that never come.
     """
+    done = settled or (lambda r: r.missing == 0)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while True:
         report = await compare(pool, ledger_samples, interval_s=interval_s, switches=switches)
-        if report.missing == 0 or loop.time() >= deadline:
+        if done(report) or loop.time() >= deadline:
             return report
         await asyncio.sleep(poll_s)
 
