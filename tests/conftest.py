@@ -8,6 +8,7 @@
 - ``migrated_db`` (function): a new database with every migration applied, copied from a template
   migrated once per run (a copy takes a fraction of the seconds the migrations take).
 - ``pool`` (function): a pool on a ``migrated_db``.
+- ``private_store`` (function): a cluster of the test's own, copied from one made once per run.
 
 For the whole run ``FABRICMON_DATA_DIR`` points at that same directory, so code that falls back
 to the embedded store (``fabricmon db``, ``migrate`` without a DSN) uses the test cluster and
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import subprocess
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator
@@ -184,11 +186,26 @@ async def pool(migrated_db: str) -> AsyncIterator[asyncpg.Pool]:
         yield pool
 
 
+@pytest.fixture(scope="session")
+def private_store_template(fabricmon_data_dir: Path) -> Path:
+    """A stopped cluster made once per run (initdb and the first start's bootstrap: about 4 s),
+    with the run cluster's ``THROWAWAY`` settings: what ``private_store`` copies."""
+    store = EmbeddedStore(fabricmon_data_dir / "private-template" / "pg")
+    store.start()
+    for setting in THROWAWAY:
+        run_sync(_admin(store, f"ALTER SYSTEM SET {setting} = off"))
+    store.stop()
+    return store.root
+
+
 @pytest.fixture
-def private_store() -> Iterator[EmbeddedStore]:
-    """A cluster of the test's own, which it may stop and restart (outage tests), removed afterwards."""
+def private_store(private_store_template: Path) -> Iterator[EmbeddedStore]:
+    """A cluster of the test's own, which it may stop and restart (outage tests), removed afterwards:
+    a file copy of ``private_store_template`` (ownership kept: the server runs as its own account),
+    started on a free port."""
     base = Path(tempfile.mkdtemp(prefix="fabricmon-outage-", dir="/tmp"))
     base.chmod(0o755)
+    subprocess.run(["cp", "-a", str(private_store_template), str(base / "pg")], check=True)
     store = EmbeddedStore(base / "pg")
     store.start()
     try:

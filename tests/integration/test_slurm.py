@@ -311,17 +311,23 @@ async def test_a_late_executor_cannot_overwrite_what_the_next_one_recorded(
     assert row["status"] == "done" and row["last_error"] is None
 
 
-async def test_slurmctld_away_for_30_s_the_drain_lands_when_it_returns_once(
+async def test_slurmctld_away_through_its_retries_the_drain_lands_when_it_returns_once(
     pool: asyncpg.Pool, slurm: SlurmCluster
 ) -> None:
     job = slurm.sbatch(NODES)
     slurm.stop_ctld()
     executor = SlurmExecutor(pool, config(slurm, command_timeout_s=15, retry_max_s=4))
     task = asyncio.create_task(executor.run())
+
+    async def retried_at_the_cap() -> bool:
+        # Away until the backoff (1 s, 2 s, then retry_max_s) has reached its cap: a fourth attempt,
+        # each failing after sinfo's own ~4 s of retries (about 20 s; a fixed 30 s sleep before).
+        return any(a["attempts"] >= 4 for a in await actions(pool))
+
     try:
         await sync(pool, [server_link(3)], datetime.now(UTC), POLICY)
         executor.notify()
-        await asyncio.sleep(30)
+        await until(retried_at_the_cap, 60, lambda: f"four attempts while slurmctld is away: {executor.stats}")
         (row,) = await actions(pool)
         assert row["status"] == "pending" and row["attempts"] >= 2, row
         assert "slurmctld is unreachable" in (row["last_error"] or "") or "no answer" in (row["last_error"] or ""), row
