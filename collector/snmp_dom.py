@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from collector import snmp_lldp
 from collector.gnmi_values import NOT_A_NUMBER, OUT_OF_RANGE, WRONG_TYPE, Bad
 from collector.oids import ENT_ALIAS, ENT_PHYSICAL, IF_INDEX_COLUMN, SENSOR_LIVE, SENSOR_STATIC, Column
-from collector.optics_decode import bounded
+from collector.optics_decode import BOUNDS
 from collector.snmp_walk import Value
 from store.dom import DomSample
 
@@ -81,11 +81,65 @@ def _int(value: Value | None) -> int:
 
 def scaled(value: Value | None, scale: Value | None, precision: Value | None) -> float:
     """``value * 10^(3*(scale - 9)) / 10^precision``; raises :class:`Bad` on what RFC 3433 forbids."""
-    v, s, p = _int(value), _int(scale), _int(precision)
-    if not -VALUE_MAX <= v <= VALUE_MAX or s not in SCALE_RANGE or p not in PRECISION_RANGE:
-        raise Bad(OUT_OF_RANGE)
-    e = 3 * (s - 9) - p
-    return v * 10.0**e if e >= 0 else v / 10.0**-e  # a division keeps 229 / 10 at 22.9
+    return Reading.of(CELSIUS, scale, precision, "").scaled(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """How one sensor's raw values read, resolved once from its static columns (per refresh, not
+    per poll: a DOM poll of a 128-port switch reads ~500 values)."""
+
+    unit: str  # dbm | ma | celsius
+    exponent: int  # of 10 (RFC 3433: 3*(scale - 9) - precision)
+    milli: bool  # amperes → mA; watts → mW, then dBm
+    log: bool  # watts: dBm = 10·log10(mW)
+    bad: str | None  # a scale or precision that makes every value unreadable (its invalid kind)
+
+    @classmethod
+    def of(cls, kind: Value | None, scale: Value | None, precision: Value | None, units: str) -> Reading:
+        """Raises :class:`Bad` (wrong type) for a type that is no integer."""
+        t = _int(kind)
+        if t == CELSIUS:
+            unit, milli, log = "celsius", False, False
+        elif t == AMPERES:
+            unit, milli, log = "ma", True, False
+        elif t == WATTS:
+            unit, milli, log = "dbm", True, True
+        else:  # other(1) in dBm
+            unit, milli, log = "dbm", False, False
+        bad = None
+        if scale.__class__ is not int or precision.__class__ is not int:
+            bad, exponent = WRONG_TYPE, 0
+        else:
+            assert isinstance(scale, int) and isinstance(precision, int)
+            exponent = 3 * (scale - 9) - precision
+            if scale not in SCALE_RANGE or precision not in PRECISION_RANGE:
+                bad = OUT_OF_RANGE
+        return cls(unit, exponent, milli, log, bad)
+
+    def scaled(self, value: Value | None) -> float:
+        """The raw value in the sensor's unit (A, W, °C); raises :class:`Bad`."""
+        v = _int(value)
+        if self.bad is not None:
+            raise Bad(self.bad)
+        if not -VALUE_MAX <= v <= VALUE_MAX:
+            raise Bad(OUT_OF_RANGE)
+        e = self.exponent
+        return v * 10.0**e if e >= 0 else v / 10.0**-e  # a division keeps 229 / 10 at 22.9
+
+    def read(self, value: Value | None) -> float:
+        """The bounded value in dBm, mA or °C; raises :class:`Bad` with the invalid kind."""
+        x = self.scaled(value)
+        if self.milli:
+            x *= 1e3
+        if self.log:
+            if not x > 0:
+                raise Bad(OUT_OF_RANGE)  # no light has no dBm
+            x = 10.0 * math.log10(x)
+        low, high = BOUNDS[self.unit]
+        if not low <= x <= high:
+            raise Bad(OUT_OF_RANGE)
+        return x
 
 
 def quantity(kind: Value | None, scale: Value | None, precision: Value | None, value: Value | None,
@@ -94,19 +148,11 @@ def quantity(kind: Value | None, scale: Value | None, precision: Value | None, v
 
     Raises :class:`Bad` with the invalid kind for a value that cannot be read.
     """
-    t = _int(kind)
-    if t == CELSIUS:
-        return "celsius", bounded(scaled(value, scale, precision), "celsius")
-    if t == AMPERES:
-        return "ma", bounded(scaled(value, scale, precision) * 1e3, "ma")
-    if t == WATTS:
-        mw = scaled(value, scale, precision) * 1e3
-        if not mw > 0:
-            raise Bad(OUT_OF_RANGE)  # no light has no dBm
-        return "dbm", bounded(10.0 * math.log10(mw), "dbm")
-    if t == OTHER and units.strip().lower() == "dbm":
-        return "dbm", bounded(scaled(value, scale, precision), "dbm")
-    return None
+    _int(kind)
+    if not is_dom(kind, units):
+        return None
+    r = Reading.of(kind, scale, precision, units)
+    return r.unit, r.read(value)
 
 
 def is_dom(kind: Value | None, units: str) -> bool:
@@ -183,12 +229,11 @@ class EntityTree:
         return None
 
 
-@dataclass(slots=True)
-class _Module:
-    rx: list[float] = field(default_factory=list)
-    tx: list[float] = field(default_factory=list)
-    bias: list[float] = field(default_factory=list)
-    temperature: list[float] = field(default_factory=list)
+#: The sample's fields in role order, and how lanes combine: the worst lane (lowest power,
+#: highest bias and temperature); a role no sensor reported stays at its start and reads None.
+ROLES = ("rx", "tx", "bias", "temperature")
+_WORST_LOW = 2  # roles before this index keep their minimum, the others their maximum
+_START = (math.inf, math.inf, -math.inf, -math.inf)
 
 
 @dataclass(slots=True)
@@ -206,11 +251,8 @@ class Planned:
 
     if_index: str
     component: str
-    role: str  # rx | tx | bias | temperature
-    kind: Value | None
-    scale: Value | None
-    precision: Value | None
-    units: str
+    role: int  # index in ROLES
+    reading: Reading
 
 
 @dataclass(slots=True)
@@ -250,8 +292,8 @@ def plan(tree: EntityTree, static: Mapping[str, Mapping[str, Value]]) -> SensorP
                 continue
             role = way
         component = tree.names.get(where[1], f"entity {where[1]}")
-        out.sensors[index] = Planned(str(where[0]), component, role, kind, scales.get(index),
-                                     precisions.get(index), unit_text)  # fmt: skip
+        reading = Reading.of(kind, scales.get(index), precisions.get(index), unit_text)
+        out.sensors[index] = Planned(str(where[0]), component, ROLES.index(role), reading)
     return out
 
 
@@ -262,7 +304,7 @@ def apply_plan(
     counts = DomCounts(sensors.dom, sensors.unmapped)
     if sensors.no_direction:
         counts.invalid[NO_DIRECTION] = sensors.no_direction
-    modules: dict[tuple[str, str], _Module] = {}
+    modules: dict[tuple[str, str], list[float]] = {}
     for index, value in values.items():
         s = sensors.sensors.get(index)
         if s is None:
@@ -272,24 +314,23 @@ def apply_plan(
             counts.unmapped += 1
             continue
         try:
-            got = quantity(s.kind, s.scale, s.precision, value, s.units)
+            got = s.reading.read(value)
         except Bad as exc:
             counts.invalid[exc.args[0]] = counts.invalid.get(exc.args[0], 0) + 1
             continue
         except (ValueError, OverflowError):
             counts.invalid[NOT_A_NUMBER] = counts.invalid.get(NOT_A_NUMBER, 0) + 1
             continue
-        if got is None:
-            continue
-        m = modules.get((port, s.component))
-        if m is None:
-            m = modules[(port, s.component)] = _Module()
-        getattr(m, s.role).append(got[1])
+        worst = modules.get((port, s.component))
+        if worst is None:
+            worst = modules[(port, s.component)] = list(_START)
+        r = s.role
+        if (got < worst[r]) if r < _WORST_LOW else (got > worst[r]):
+            worst[r] = got
     samples = [
-        DomSample(at, switch, port, component, min(m.rx, default=None), min(m.tx, default=None),
-                  max(m.bias, default=None), max(m.temperature, default=None))
-        for (port, component), m in sorted(modules.items())
-    ]  # fmt: skip
+        DomSample(at, switch, port, component, *(None if math.isinf(v) else v for v in worst))
+        for (port, component), worst in sorted(modules.items())
+    ]
     return samples, counts
 
 
