@@ -135,6 +135,9 @@ class CollectorConfig(Section):
     #: FEC counters and BER over gNMI (link health, judged over hours): sampled this often, not at
     #: the counters' interval; set it to gnmi_interval_s to see bursts of seconds (at ~5x the cost).
     fec_interval_s: float = Field(60.0, gt=0, le=86400)
+    #: The transceivers' own alarm and warning thresholds over gNMI: they change only when a module
+    #: is swapped, so they are read this often (every DOM sample carries the last ones read).
+    thresholds_interval_s: float = Field(600.0, gt=0, le=86400)
     gnmi_mode: Literal["stream", "poll"] = "stream"
     snmp_concurrency: int = Field(64, ge=1, le=10_000)
     gnmi_concurrency: int = Field(1024, ge=1, le=100_000)

@@ -221,12 +221,14 @@ class GnmiCollector:
             max_message_bytes=tune.max_message_bytes,
             max_skew_s=config.max_clock_skew_s,
         )
-        every = {"counters": config.gnmi_interval_s, "dom": config.dom_interval_s, "fec": config.fec_interval_s}
+        every = {"counters": config.gnmi_interval_s, "dom": config.dom_interval_s, "fec": config.fec_interval_s,
+                 "thresholds": config.thresholds_interval_s}  # fmt: skip
         sampled = [every[s.interval] for s in subs if s.mode == "sample"]
         interval = config.gnmi_interval_s if poll or not sampled else min(sampled)  # the stream's fastest
         request = subscribe_request(
-            profile, target, subs, config.gnmi_interval_s, poll, config.dom_interval_s, config.fec_interval_s
-        )
+            profile, target, subs, config.gnmi_interval_s, poll, config.dom_interval_s, config.fec_interval_s,
+            config.thresholds_interval_s,
+        )  # fmt: skip
         return OpticsStream(
             self._settings(t, target, subs, request, interval),
             decoder=decoder,

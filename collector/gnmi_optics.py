@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import struct
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -60,11 +61,12 @@ from collector.gnmi_values import (
     path_elems,
     scalar,
 )
-from collector.optics_decode import Invalid, OpenConfigOptics, OpticsBatch, SonicOptics
+from collector.optics_decode import Action, Invalid, OpenConfigOptics, OpticsBatch, SonicOptics, resolve
 from collector.profiles import Elem
 from collector.records import LldpReading, PortReading
 from store.dom import DomSample
 from store.fec import FecSample
+from wire.protobuf import U64_MAX
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,7 @@ _MAX_PATHS = 200_000  # cached path bytes per stream (a switch has ~10 leaves pe
 _MAX_KEY = 1024  # bytes of a path kept as a cache key
 _SONIC_TABLES = ("COUNTERS", "TRANSCEIVER_DOM_SENSOR", "TRANSCEIVER_DOM_THRESHOLD")
 Row = FecSample | DomSample
+_UNRESOLVED: Any = object()
 Hashes = dict[str, dict[str, Any]]
 
 
@@ -125,6 +128,8 @@ class OpticsDecoder:
         self._sonic = SonicOptics(switch, invalid)
         self._limits: Hashes = {}
         self._paths: dict[bytes, tuple[Elem, ...]] = {}
+        #: (prefix bytes, path bytes) -> what the leaf sets (None: nothing), resolved once
+        self._acts: dict[tuple[bytes, bytes], Action | None] = {}
         self._last: tuple[int, datetime] = (-1, datetime.fromtimestamp(0, tz=UTC))
 
     pending = False  # each Notification is decoded whole: nothing waits for a group to close
@@ -196,17 +201,16 @@ class OpticsDecoder:
                 self._paths[raw] = found
         return found
 
-    def _update(self, u: bytes) -> tuple[tuple[Elem, ...], Any]:
-        """(path elements, value) of one Update's bytes: ``{path, val}`` split here, the rest parsed."""
-        n = len(u)
-        if n > 4 and u[0] == 0x0A and u[1] < 0x80:
-            j = u[1] + 2
-            if j + 2 <= n and u[j] == 0x1A and u[j + 1] == n - j - 2:
-                return self._elems(u[2:j]), self._value(gnmi_pb2.TypedValue.FromString(u[j + 2 :]))
+    def _update(self, u: bytes) -> tuple[bytes | None, tuple[Elem, ...], Any]:
+        """(path bytes or None, path elements, value) of one Update's bytes: ``{path, val}`` split
+        here (its path bytes are then a cache key), the rest parsed."""
+        split = _split(u)
+        if split is not None:
+            return split[0], self._elems(split[0]), self._value(gnmi_pb2.TypedValue.FromString(split[1]))
         upd = gnmi_pb2.Update.FromString(u)
         if not upd.HasField("val"):
             raise Bad(WRONG_TYPE)  # a path without a value (or with the deprecated Value)
-        return path_elems(upd.path), self._value(upd.val)
+        return None, path_elems(upd.path), self._value(upd.val)
 
     def _notification(self, note: Any) -> None:
         self.notifications += 1
@@ -216,27 +220,64 @@ class OpticsDecoder:
         except DecodeError:
             self._count(MALFORMED, 1)
             return
-        updates: list[tuple[tuple[Elem, ...], Any]] = []
-        for u in note.update:
-            try:
-                rel, value = self._update(u)
-            except DecodeError:
-                self._count(MALFORMED, 1)
-                continue
-            except Bad as bad:
-                self._count(bad.args[0], 1)
-                continue
-            updates.append((prefix + rel, value))
         if self.schema == "sonic":
+            updates: list[tuple[tuple[Elem, ...], Any]] = []
+            for u in note.update:
+                if (got := self._checked(u)) is not None:
+                    updates.append((prefix + got[1], got[2]))
             batch = self._sonic_batch(at, updates)
         else:
-            leaves: list[tuple[tuple[Elem, ...], Any]] = []
-            for elems, value in updates:
-                self._leaves(elems, value, leaves)
-            self.values += len(leaves)
-            batch = self._oc.decode(at, leaves)
+            batch = self._openconfig(at, note.prefix, prefix, note.update)
         self.ready_ports.extend(batch.fec)
         self.ready_ports.extend(batch.dom)
+
+    def _checked(self, u: bytes) -> tuple[bytes | None, tuple[Elem, ...], Any] | None:
+        """:meth:`_update`, a malformed or unusable one counted (None)."""
+        try:
+            return self._update(u)
+        except DecodeError:
+            self._count(MALFORMED, 1)
+        except Bad as bad:
+            self._count(bad.args[0], 1)
+        return None
+
+    def _openconfig(self, at: datetime, raw_prefix: bytes, prefix: tuple[Elem, ...], updates: Any) -> OpticsBatch:
+        """One Notification's leaves, each path resolved once per stream (by its prefix's and its
+        own bytes): a sample's leaves repeat every interval. A JSON container is flattened."""
+        oc, acts = self._oc, self._acts
+        fec: dict[str, Any] = {}
+        dom: dict[str, Any] = {}
+        bad: dict[str, int] = {}
+        for u in updates:
+            split = _split(u)
+            act = acts.get((raw_prefix, split[0]), _UNRESOLVED) if split is not None else _UNRESOLVED
+            if act is not _UNRESOLVED and split is not None and (value := _fast_scalar(split[1])) is not _SLOW:
+                found: list[tuple[Action | None, Any]] = [(act, value)]  # a known leaf, a plain value
+                self.values += 1
+            elif (got := self._checked(u)) is None:
+                continue
+            elif isinstance(got[2], dict | list):
+                leaves: list[tuple[tuple[Elem, ...], Any]] = []
+                self._leaves(prefix + got[1], got[2], leaves)
+                found = [(resolve(e), v) for e, v in leaves]
+                self.values += len(leaves)
+            else:
+                raw, rel, value = got
+                act = resolve(prefix + rel)
+                if raw is not None and len(raw_prefix) + len(raw) <= _MAX_KEY:
+                    if len(acts) >= _MAX_PATHS:
+                        acts.clear()
+                    acts[(raw_prefix, raw)] = act
+                found = [(act, value)]
+                self.values += 1
+            for act, v in found:
+                if act is None:
+                    continue
+                try:
+                    oc.apply(act, v, fec, dom)
+                except Bad as exc:
+                    bad[exc.args[0]] = bad.get(exc.args[0], 0) + 1
+        return oc.batch(at, fec, dom, bad)
 
     def _value(self, val: Any) -> Any:
         """A TypedValue's Python value; JSON parsed (bounded); :class:`Bad` when unusable."""
@@ -328,3 +369,36 @@ class OpticsStream(GnmiStream):
             if fec or dom:
                 self.samples += len(fec) + len(dom)
                 await self._optics_sink.put_optics(fec, dom)
+
+
+def _split(u: bytes) -> tuple[bytes, bytes] | None:
+    """(path bytes, TypedValue bytes) of a serialized ``Update{path, val}`` whose path is under
+    128 bytes and has nothing else; None for any other form (parsed the careful way)."""
+    n = len(u)
+    if n > 4 and u[0] == 0x0A and u[1] < 0x80:
+        j = u[1] + 2
+        if j + 2 <= n and u[j] == 0x1A and u[j + 1] == n - j - 2:
+            return u[2:j], u[j + 2 :]
+    return None
+
+
+_SLOW: Any = object()
+_DOUBLE = struct.Struct("<d")
+
+
+def _fast_scalar(v: bytes) -> Any:
+    """The value of a TypedValue holding only a ``uint_val`` (a varint of at most 10 bytes) or a
+    ``double_val``, as upb would give it; ``_SLOW`` for anything else (parsed the careful way)."""
+    n = len(v)
+    if n == 9 and v[0] == 0x71:  # double_val (14), fixed64
+        return _DOUBLE.unpack_from(v, 1)[0]
+    if 1 < n <= 11 and v[0] == 0x18:  # uint_val (3), varint
+        value = shift = 0
+        for i in range(1, n):
+            b = v[i]
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return value if i == n - 1 and value <= U64_MAX else _SLOW
+        return _SLOW
+    return _SLOW

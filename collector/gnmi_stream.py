@@ -128,11 +128,14 @@ def subscribe_request(
     poll: bool,
     dom_interval_s: float | None = None,
     fec_interval_s: float | None = None,
+    thresholds_interval_s: float | None = None,
 ) -> gnmi_pb2.SubscribeRequest:
     """The SubscriptionList for one stream (SAMPLE subscriptions at ``interval_s``; those marked
-    ``interval: dom`` at ``dom_interval_s``, ``interval: fec`` at ``fec_interval_s``, when given)."""
+    ``interval: dom`` at ``dom_interval_s``, ``interval: fec`` at ``fec_interval_s`` and
+    ``interval: thresholds`` at ``thresholds_interval_s``, when given)."""
     intervals = {"counters": round(interval_s * 1e9), "dom": round((dom_interval_s or interval_s) * 1e9),
-                 "fec": round((fec_interval_s or interval_s) * 1e9)}  # fmt: skip
+                 "fec": round((fec_interval_s or interval_s) * 1e9),
+                 "thresholds": round((thresholds_interval_s or interval_s) * 1e9)}  # fmt: skip
     subscriptions = [
         gnmi_pb2.Subscription(
             path=gnmi_path_generator(s.path),

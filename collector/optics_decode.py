@@ -52,6 +52,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "ber": (0.0, 1.0),
 }
 BINS = 16
+#: The most transceivers whose thresholds one switch's decoder remembers.
+MAX_COMPONENTS = 4096
 Invalid = Callable[[str, int], None]
 Leaves = Iterable[tuple[tuple[Elem, ...], Any]]
 
@@ -153,14 +155,26 @@ def _key(elem: Elem, key: str) -> str | None:
     return dict(elem[1]).get(key)
 
 
+#: What one OpenConfig leaf sets, resolved once per path (:meth:`OpenConfigOptics.resolve`):
+#: ``(op, key, arg, unit)``, ``key`` the port or component, ``arg`` what the op needs.
+Action = tuple[int, str, Any, str]
+_MAP, _FEC, _BER, _BIN, _RAW_BER, _TEMP, _LANE, _LIMIT = range(8)
+
+
 class OpenConfigOptics:
-    """One switch's OpenConfig link-health leaves; remembers the interface ↔ transceiver map."""
+    """One switch's OpenConfig link-health leaves; remembers the interface ↔ transceiver map.
+
+    A leaf's path says what it sets (:meth:`resolve`, cacheable by the caller: the paths repeat
+    every sample), and its value is then bounded and applied (:meth:`apply`)."""
 
     def __init__(self, switch: str, invalid: Invalid) -> None:
         self.switch = switch
         self.invalid = invalid
         #: component -> interface, as the device says (state/transceiver)
         self.port_of: dict[str, str] = {}
+        #: component -> its module's thresholds as last read: they come at their own, slower
+        #: interval (``collector.thresholds_interval_s``), and every DOM sample carries them
+        self.limits: dict[str, dict[str, float]] = {}
 
     def decode(self, at: datetime, leaves: Leaves) -> OpticsBatch:
         """Samples at ``at`` from one instant's leaves (a whole notification, or several)."""
@@ -168,10 +182,16 @@ class OpenConfigOptics:
         dom: dict[str, _Dom] = {}
         bad: dict[str, int] = {}
         for elems, value in leaves:
-            try:
-                self._leaf(elems, value, fec, dom)
-            except Bad as exc:
-                bad[exc.args[0]] = bad.get(exc.args[0], 0) + 1
+            act = resolve(elems)
+            if act is not None:
+                try:
+                    self.apply(act, value, fec, dom)
+                except Bad as exc:
+                    bad[exc.args[0]] = bad.get(exc.args[0], 0) + 1
+        return self.batch(at, fec, dom, bad)
+
+    def batch(self, at: datetime, fec: dict[str, _Fec], dom: dict[str, _Dom], bad: dict[str, int]) -> OpticsBatch:
+        """The samples of what :meth:`apply` gathered; the invalid values counted."""
         out = OpticsBatch()
         for port, f in fec.items():
             if (s := f.sample(at, self.switch, port)) is not None:
@@ -182,35 +202,69 @@ class OpenConfigOptics:
                 if d.rx or d.tx or d.bias or d.thresholds:  # a temperature alone: a fan, a PSU, the chassis
                     bad[UNMAPPED] = bad.get(UNMAPPED, 0) + 1
                 continue
+            known = self.limits.get(component)
+            if d.thresholds and (known is not None or len(self.limits) < MAX_COMPONENTS):
+                known = self.limits[component] = {**(known or {}), **d.thresholds}
+            if known:
+                d.thresholds = known
             if (ds := d.sample(at, self.switch, mapped, component)) is not None:
                 out.dom.append(ds)
         _count(self.invalid, bad)
         return out
 
-    def _leaf(self, elems: tuple[Elem, ...], value: Any, fec: dict[str, _Fec], dom: dict[str, _Dom]) -> None:
-        names = _names(elems)
-        if len(names) >= 3 and names[:2] == ("interfaces", "interface"):
-            port = _key(elems[1], "name")
-            if port is None:
-                return
-            if names[2] == "phy":
-                _cumulus_phy(elems[2:], names[2:], value, fec.setdefault(port, _Fec()))
-            else:
-                self._interface(port, names[2:], value, fec)
-        elif len(names) >= 4 and names[:2] == ("components", "component"):
-            component = _key(elems[1], "name")
-            if component is not None:
-                _component(elems, names[2:], value, dom.setdefault(component, _Dom()))
-
-    def _interface(self, port: str, rest: tuple[str, ...], value: Any, fec: dict[str, _Fec]) -> None:
-        if rest == ("state", "transceiver"):
+    def apply(self, act: Action, value: Any, fec: dict[str, _Fec], dom: dict[str, _Dom]) -> None:
+        """One leaf's value where its action says; raises :class:`Bad` when the value is invalid."""
+        op, key, arg, unit = act
+        if op == _MAP:
             if not isinstance(value, str) or not value or len(value) > MAX_TEXT:
                 raise Bad(WRONG_TYPE)
-            self.port_of[value] = port
-        elif rest[:3] == ("ethernet", "state", "counters") and len(rest) == 4 and rest[3] in _OC_FEC_COUNTERS:
-            setattr(fec.setdefault(port, _Fec()), _OC_FEC_COUNTERS[rest[3]], to_uint(value))
-        elif rest in _OC_BER:
-            setattr(fec.setdefault(port, _Fec()), rest[2].replace("-", "_"), bounded(value, "ber"))
+            self.port_of[value] = key
+        elif op >= _TEMP:
+            d = dom.get(key)
+            if d is None:
+                d = dom[key] = _Dom()
+            if op == _LANE:
+                getattr(d, arg[0])[arg[1]] = bounded(value, unit)
+            elif op == _LIMIT:
+                d.thresholds[arg] = bounded(value, unit)
+            else:
+                d.temperature = bounded(value, unit)
+        else:
+            f = fec.get(key)
+            if f is None:
+                f = fec[key] = _Fec()
+            if op == _FEC:
+                setattr(f, arg, to_uint(value))
+            elif op == _BER:
+                setattr(f, arg, bounded(value, unit))
+            elif op == _BIN:
+                f.bins[arg] = to_uint(value)
+            else:  # _RAW_BER: the worst lane's
+                ber = bounded(value, unit)
+                f.raw_ber = ber if f.raw_ber is None else max(f.raw_ber, ber)
+
+
+def resolve(elems: tuple[Elem, ...]) -> Action | None:
+    """What the OpenConfig (or Cumulus ``phy``) leaf at ``elems`` sets; None: nothing read here."""
+    names = _names(elems)
+    if len(names) >= 3 and names[:2] == ("interfaces", "interface"):
+        port = _key(elems[1], "name")
+        if port is None:
+            return None
+        rest = names[2:]
+        if rest[0] == "phy":
+            return _cumulus_phy(port, elems[2:], rest)
+        if rest == ("state", "transceiver"):
+            return (_MAP, port, None, "")
+        if rest[:3] == ("ethernet", "state", "counters") and len(rest) == 4 and rest[3] in _OC_FEC_COUNTERS:
+            return (_FEC, port, _OC_FEC_COUNTERS[rest[3]], "")
+        if rest in _OC_BER:
+            return (_BER, port, rest[2].replace("-", "_"), "ber")
+    elif len(names) >= 4 and names[:2] == ("components", "component"):
+        component = _key(elems[1], "name")
+        if component is not None:
+            return _component(component, elems, names[2:])
+    return None
 
 
 _OC_BER = (("ethernet", "state", "pre-fec-ber", "instant"), ("ethernet", "state", "post-fec-ber", "instant"))
@@ -225,38 +279,39 @@ _CUMULUS_RAW_BER = ("phy", "channels", "channel", "ber", "state", "raw-ber")
 _CUMULUS_EFFECTIVE_BER = ("phy", "ber", "state", "effective-ber")
 
 
-def _cumulus_phy(elems: tuple[Elem, ...], rest: tuple[str, ...], value: Any, f: _Fec) -> None:
+def _cumulus_phy(port: str, elems: tuple[Elem, ...], rest: tuple[str, ...]) -> Action | None:
     """Cumulus's FEC leaves: uncorrectable blocks, symbol errors, the effective (post-FEC) BER, each
     lane's raw (pre-FEC) BER, and the histogram of codewords by corrected symbol errors
     (``rs-num-corr-err[upper-boundary=k]/count``: bin k as SONiC's S<k> where k is 0..15; other
     boundaries are not that histogram and are passed over). Other ``phy`` leaves are not read."""
     field_name = _CUMULUS_COUNTERS.get(rest)
     if field_name is not None:
-        setattr(f, field_name, to_uint(value))
-    elif rest == _CUMULUS_BIN:
+        return (_FEC, port, field_name, "")
+    if rest == _CUMULUS_BIN:
         bound = _key(elems[3], "upper-boundary") or ""
         if bound.isascii() and bound.isdigit() and len(bound) <= 2 and int(bound) < BINS:
-            f.bins[int(bound)] = to_uint(value)
+            return (_BIN, port, int(bound), "")
     elif rest == _CUMULUS_RAW_BER:
-        ber = bounded(value, "ber")
-        f.raw_ber = ber if f.raw_ber is None else max(f.raw_ber, ber)
+        return (_RAW_BER, port, None, "ber")
     elif rest == _CUMULUS_EFFECTIVE_BER:
-        f.post_fec_ber = bounded(value, "ber")
+        return (_BER, port, "post_fec_ber", "ber")
+    return None
 
 
-def _component(elems: tuple[Elem, ...], rest: tuple[str, ...], value: Any, d: _Dom) -> None:
+def _component(component: str, elems: tuple[Elem, ...], rest: tuple[str, ...]) -> Action | None:
     if rest == ("state", "temperature", "instant"):
-        d.temperature = bounded(value, "celsius")
-    elif rest[:3] == ("transceiver", "physical-channels", "channel") and len(rest) == 6:
+        return (_TEMP, component, None, "celsius")
+    if rest[:3] == ("transceiver", "physical-channels", "channel") and len(rest) == 6:
         lane = _key(elems[4], "index") or "0"
         found = _OC_CHANNEL.get(rest[4])
         if found is not None and rest[3] == "state" and rest[5] == "instant":
-            getattr(d, found[0])[lane] = bounded(value, found[1])
+            return (_LANE, component, (found[0], lane), found[1])
     elif rest[:2] == ("transceiver", "thresholds") and len(rest) == 5 and rest[3] == "state":
         severity = (_key(elems[4], "severity") or "").rpartition(":")[2]
         th = _OC_THRESHOLD.get((rest[4], severity))
         if th is not None:
-            d.thresholds[th[0]] = bounded(value, th[1])
+            return (_LIMIT, component, th[0], th[1])
+    return None
 
 
 _SAI_FEC = "SAI_PORT_STAT_IF_IN_FEC_"
@@ -285,18 +340,26 @@ class _Tally:
         self.kinds[exc.args[0]] = self.kinds.get(exc.args[0], 0) + 1
 
 
+#: The FEC fields of a COUNTERS hash: the attribute each sets, or its bin's index.
+_SONIC_FEC_FIELDS: dict[str, str | int] = {**_SONIC_FEC, **{f"{_SAI_BIN}{k}": k for k in range(BINS)}}
+
+
 def _sonic_fec(fields: Mapping[str, Any], tally: _Tally) -> _Fec:
     f = _Fec()
     for name, value in fields.items():
-        if not name.startswith(_SAI_FEC):
-            continue
+        slot = _SONIC_FEC_FIELDS.get(name)
+        if slot is None:
+            if not name.startswith(_SAI_BIN):
+                continue  # not FEC
+            suffix = name[len(_SAI_BIN) :]  # a bin named with leading zeros ("S07")
+            if not (suffix.isascii() and suffix.isdigit() and int(suffix[:3]) < BINS):
+                continue
+            slot = int(suffix)
         try:
-            if name in _SONIC_FEC:
-                setattr(f, _SONIC_FEC[name], to_uint(value))
-            elif name.startswith(_SAI_BIN):
-                suffix = name[len(_SAI_BIN) :]
-                if suffix.isdigit() and int(suffix[:3]) < BINS:
-                    f.bins[int(suffix)] = to_uint(value)
+            if isinstance(slot, int):
+                f.bins[slot] = to_uint(value)
+            else:
+                setattr(f, slot, to_uint(value))
         except Bad as exc:
             tally.bad(exc)
     return f

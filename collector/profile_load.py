@@ -77,7 +77,7 @@ class _SubscriptionDoc(_Doc):
     path: str
     mode: Literal["sample", "on_change"]
     target: str | None = None
-    interval: Literal["counters", "dom", "fec"] = "counters"
+    interval: Literal["counters", "dom", "fec", "thresholds"] = "counters"
 
 
 class _OpticsDoc(_Doc):

@@ -203,7 +203,7 @@ class Subscription:
     path: str
     mode: Literal["sample", "on_change"]
     target: str | None = None
-    interval: Literal["counters", "dom", "fec"] = "counters"  # SAMPLE: which configured interval
+    interval: Literal["counters", "dom", "fec", "thresholds"] = "counters"  # SAMPLE: which configured interval
 
 
 @dataclass(frozen=True, slots=True)

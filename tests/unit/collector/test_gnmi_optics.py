@@ -105,6 +105,38 @@ def test_transceivers_before_any_interface_names_them_are_counted_then_land_once
     assert len(dec.take_samples()[1]) == len(READINGS)
 
 
+def test_thresholds_read_at_their_own_interval_ride_on_every_later_dom_sample() -> None:
+    """The profiles ask for a module's thresholds every collector.thresholds_interval_s and its
+    readings every DOM interval: separate Notifications. Each DOM sample carries the last
+    thresholds its transceiver sent, not the analyzer's configured ones."""
+    r = OpticsRenderer()
+    dec, bad = decoder()
+    for raw in messages(r.render(SWITCH, Selection(Family.OPTICS_INTERFACES, (0,)), Encoding.PROTO, READINGS)):
+        dec.feed(raw)  # the interface -> transceiver map
+    readings = Selection(Family.OPTICS_COMPONENTS, (0, 1, 2, 3))
+    limits = Selection(Family.OPTICS_COMPONENTS, (4, 5, 6, 7))
+    for raw in messages(r.render(SWITCH, readings, Encoding.PROTO, READINGS)):
+        dec.feed(raw)
+    before = dec.take_samples()[1]
+    assert len(before) == len(READINGS) and all(d.rx_low_critical_dbm is None for d in before)
+    for raw in messages(r.render(SWITCH, limits, Encoding.PROTO, READINGS)):
+        dec.feed(raw)
+    assert dec.take_samples() == ([], [])  # thresholds alone are no sample
+    for _ in range(2):  # and they stay
+        for raw in messages(r.render(SWITCH, readings, Encoding.PROTO, READINGS)):
+            dec.feed(raw)
+        after = {d.port: d for d in dec.take_samples()[1]}
+        for reading in READINGS:
+            assert reading.thresholds is not None
+            d = after[reading.port]
+            assert (d.rx_low_warning_dbm, d.rx_low_critical_dbm, d.bias_high_critical_ma) == (
+                reading.thresholds.rx_low_warning_dbm,
+                reading.thresholds.rx_low_critical_dbm,
+                reading.thresholds.bias_high_critical_ma,
+            )
+    assert not bad
+
+
 @pytest.mark.parametrize("single_port", [False, True])
 def test_sonic_wire_forms_decode_to_the_simulated_readings(single_port: bool) -> None:
     r = SonicOpticsRenderer()

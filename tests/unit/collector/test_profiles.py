@@ -202,14 +202,27 @@ def test_bad_leaf_options_are_clear_errors(leaf: dict[str, Any], message: str) -
 
 @pytest.mark.parametrize("name", ["openconfig", "eos", "xr", "junos", "sonic", "cumulus"])
 def test_link_health_paths_sample_at_their_own_intervals_not_the_counters(name: str) -> None:
-    """FEC and BER at collector.fec_interval_s, DOM at dom_interval_s: judged over hours, they are
-    not sampled at the counters' 10 s (issue 26's CPU goal); ON_CHANGE leaves have no interval."""
+    """FEC and BER at collector.fec_interval_s, DOM at dom_interval_s, the modules' thresholds at
+    thresholds_interval_s: judged over hours, they are not sampled at the counters' 10 s (issue
+    26's CPU goal); ON_CHANGE leaves have no interval."""
     from collector.gnmi_stream import subscribe_request
 
     profile = load_profile(name)
     sampled = [s for s in profile.optics_subscriptions if s.mode == "sample"]
-    assert sampled and {s.interval for s in sampled} <= {"fec", "dom"} and any(s.interval == "fec" for s in sampled)
-    request = subscribe_request(profile, "t", profile.optics_subscriptions, 10.0, False, 60.0, 30.0)
+    assert {s.interval for s in sampled} <= {"fec", "dom", "thresholds"}
+    assert {"dom", "thresholds"} <= {s.interval for s in sampled}
+    request = subscribe_request(profile, "t", profile.optics_subscriptions, 10.0, False, 60.0, 30.0, 600.0)
     got = {sub.sample_interval for sub in request.subscribe.subscription if sub.mode == 2}  # SAMPLE
-    want = {60 * 10**9 if s.interval == "dom" else 30 * 10**9 for s in sampled}
+    want = {{"dom": 60, "fec": 30, "thresholds": 600}[s.interval] * 10**9 for s in sampled}
     assert got == want
+
+
+@pytest.mark.parametrize("name", ["openconfig", "eos", "xr", "junos", "cumulus"])
+def test_openconfig_dom_asks_for_each_lane_instant_reading_not_the_whole_subtree(name: str) -> None:
+    """A real transceiver subtree has ~30 leaves per lane (avg, min, max, interval, ...) and the
+    temperature container every component's alarms: at the DOM interval only the instants are
+    asked for; the subtree of thresholds comes at its own, slower interval."""
+    profile = load_profile(name)
+    dom = [s.path.rpartition(":")[2] for s in profile.optics_subscriptions if s.interval == "dom"]
+    assert dom and all(p.endswith("/instant") for p in dom)
+    assert {p.split("/")[-2] for p in dom} == {"input-power", "output-power", "laser-bias-current", "temperature"}
