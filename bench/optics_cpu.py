@@ -62,8 +62,11 @@ def _without_optics(config: Path, tmp: Path) -> Path:
     return out
 
 
-async def _one(dsn: str, config: Path) -> dict[str, Any]:
-    """One ``fabricmon collect`` run against the running simulator: its CPU over the window."""
+async def _one(
+    dsn: str, config: Path, settle_s: float = DOM_INTERVAL_S + INTERVAL_S, window_s: float = WINDOW_S
+) -> dict[str, Any]:
+    """One ``fabricmon collect`` run against the running simulator: its CPU over ``window_s``,
+    after ``settle_s`` (past the first dumps and a DOM sample)."""
     at = f"127.0.0.1:{_free_port()}"
     env = {**os.environ, "FABRICMON_DATABASE__DSN": dsn}
     proc = subprocess.Popen(  # noqa: ASYNC220 - polled and signalled by pid
@@ -76,10 +79,10 @@ async def _one(dsn: str, config: Path) -> dict[str, Any]:
     try:
         switches = await _until_schema(dsn)
         await _until_connected([_Shard(proc, url)], switches)
-        await asyncio.sleep(DOM_INTERVAL_S + INTERVAL_S)  # past the first dumps and a DOM sample
+        await asyncio.sleep(settle_s)
         m0 = await _complete_metrics(url)
         cpu0, t0 = _cpu_s(proc.pid), time.monotonic()
-        await asyncio.sleep(WINDOW_S)
+        await asyncio.sleep(window_s)
         m1 = await _complete_metrics(url)
         cpu, wall = _cpu_s(proc.pid) - cpu0, time.monotonic() - t0
     finally:
