@@ -130,7 +130,7 @@ class CollectorConfig(Section):
     gnmi_interval_s: float = Field(10.0, gt=0, le=3600)
     snmp_interval_s: float = Field(60.0, gt=0, le=86400)
     #: Transceiver DOM sampling (gNMI and SNMP): DOM moves slowly (SONiC refreshes it every 60 s).
-    #: SNMP reads it on every poll this interval spans, rounded to whole polls (at least every poll).
+    #: SNMP reads it in a loop of its own, apart from the counters' polls.
     dom_interval_s: float = Field(60.0, gt=0, le=86400)
     #: FEC counters and BER over gNMI (link health, judged over hours): sampled this often, not at
     #: the counters' interval; set it to gnmi_interval_s to see bursts of seconds (at ~5x the cost).
