@@ -12,7 +12,8 @@ even in a flap storm, so the work is in Python.
   ``max(switch_flap_spread_s, collect_interval_s)`` of each other (event times are only as fine
   as the sampling), those links become one finding for the switch instead of one per link. A
   switch whose correlated links are all among another's is that one's victim (a leaf's parallel
-  uplinks to a failing spine); the same cables flagged at both ends go to the lower tier.
+  uplinks to a failing spine); the same cables flagged at both ends go to the end that reported
+  none of their events (a switch that reports is up), else to the lower tier.
 
 Events inside a maintenance window on their link (:mod:`analyzer.coverage`) are left out.
 """
@@ -33,6 +34,7 @@ from store.db import Connection
 
 #: A link flapping this many times ``flaps_per_window`` is critical.
 FLAP_CRITICAL_FACTOR = 3
+
 
 def tally_flaps(fabric: Fabric, events: Iterable[FlapEvent]) -> dict[PortKey, LinkFlaps]:
     """Flaps per link, keyed by the link's naming end."""
@@ -85,10 +87,15 @@ def switch_bursts(
 
     A switch whose correlated links are all among another's (a leaf's parallel uplinks to a spine
     that dropped many ports) is left out: the other switch explains them. When two switches flag
-    exactly the same cables (a bundle of parallel links), the lower tier keeps them.
+    exactly the same cables (a bundle of parallel links), the one that reported none of those
+    events keeps them: a switch that reports its ports going down is up (a rebooting spine seen
+    first from its one leaf, a rebooting leaf from its one spine); when both or neither reported,
+    the lower tier keeps them.
     """
     times: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    reported: dict[str, set[str]] = defaultdict(set)  # switch -> its own ports it reported
     for switch, port, t, _ in events:
+        reported[switch].add(port)
         for s, p in switch_ends(fabric, switch, port):
             times[s][p].append(t.timestamp())
     out: dict[str, set[str]] = {}
@@ -98,15 +105,23 @@ def switch_bursts(
         if len(by_port) >= needed and (ports := correlated_ports(by_port, spread_s, needed)):
             out[switch] = ports
     # A leaf whose flapping uplinks all go to one flapping spine (parallel links) is the spine's victim;
-    # when both ends flagged the very same cables, the lower tier takes them (one finding, not two).
+    # when both ends flagged the very same cables, the silent end, else the lower tier, takes them
+    # (one finding, not two).
     links = {s: {link_end(fabric, s, p) for p in ports} for s, ports in out.items()}
 
     def rank(name: str) -> tuple[int, str]:
         sw = fabric.switches.get(name)
         return (TIER[sw.role] if sw is not None else 0, name)
 
+    def silent(name: str) -> bool:
+        return not reported[name] & out[name]
+
     def explained(s: str, t: str) -> bool:
-        return links[s] < links[t] or (links[s] == links[t] and rank(t) < rank(s))
+        if links[s] != links[t]:
+            return links[s] < links[t]
+        if silent(s) != silent(t):
+            return silent(t)  # the one that reported them is up: the silent one explains them
+        return rank(t) < rank(s)
 
     return {s: ports for s, ports in out.items() if not any(explained(s, t) for t in links if t != s)}
 

@@ -58,30 +58,43 @@ def hold_unconfirmed(
     incidents: Sequence[Incident], first_seen: dict[str, datetime], now: datetime, confirm_s: float
 ) -> list[Incident]:
     """Incidents that ask nothing of a scheduler yet wait ``confirm_s`` before they are sent:
-    symptoms only (a rail asymmetry, an ECMP imbalance no root explains), uplink or capacity
-    incidents whose action is ``observe``, and a switch silent while its peers see it forward (when
-    many are at once, the collection incident takes them in, rather than a burst of switch
-    incidents sent and then resolved). Their root cause is often found a round or two later (a
-    PFC storm counts as one only once it has lasted; a rebooting spine shows as a few of its links
-    first), and it must take them in rather than leave a second incident behind. An incident whose
-    action is drain or checkpoint is never held. ``first_seen`` (fingerprint -> time) is the
-    caller's memory across rounds; entries of incidents no longer present are dropped."""
-    present = {i.fingerprint for i in incidents}
-    for fp in [fp for fp in first_seen if fp not in present]:
-        del first_seen[fp]
+    symptoms only (a rail asymmetry, an ECMP imbalance no root explains), and link, capacity or
+    switch incidents whose action is ``observe`` (a lost uplink ECMP carries, a spine whose first
+    links are in, a switch silent while its peers see it forward: when many are at once, the
+    collection incident takes them in, rather than a burst of switch incidents sent and then
+    resolved). Their root cause, or their full extent, is often found a round or two later (a PFC
+    storm counts as one only once it has lasted; a rebooting spine shows as a few of its links
+    first, from whichever peer reported first), and the first delivery must carry the action it
+    comes to, not an observe followed by an escalation, nor a second incident left behind. An
+    incident whose action is drain or checkpoint, or that needs review, is never held; nor is a
+    switch incident inside a maintenance window (observe whatever comes next; a planned reboot's
+    evidence may not outlast the wait), unless it is silent while it forwards.
+
+    The wait is the fault's, not its key's: an incident waits from the earliest time any of its
+    findings was first seen in a held incident, so a fault whose place is named anew (a leaf's
+    links gathered into the leaf one round, not the next) does not start its wait over.
+    ``first_seen`` (incident fingerprint, or ``finding:`` and a finding's fingerprint -> time) is
+    the caller's memory across rounds; entries no held incident of this round has are dropped."""
     out: list[Incident] = []
+    kept: set[str] = set()
     for inc in incidents:
         quiet = inc.action == "observe" and not inc.needs_review
         ev = evidence_of(inc.root)
         lag = inc.kind == "collection" and isinstance(ev, CollectionEvidence) and ev.lag_only
-        # a switch silent while it forwards: one of many at once is our collection, which takes
-        # them in once it counts them (analyzer/silence.py); alone it waits as long, asking nothing
-        stale = evidence_of(inc.root) if inc.root.rule == "stale_switch" else None
-        silent = inc.kind == "switch" and isinstance(stale, StaleEvidence) and stale.forwarding
-        if lag or (quiet and (silent or (inc.kind == "other" and inc.root.rule in DERIVED)
-                              or inc.kind in ("link", "capacity"))):  # fmt: skip
-            seen = first_seen.setdefault(inc.fingerprint, now)
+        derived = inc.kind == "other" and inc.root.rule in DERIVED
+        # a switch: silent while it forwards (mass silence), or first seen in part (a rebooting
+        # spine's first links); one inside a maintenance window is observed whatever comes next
+        silent = inc.root.rule == "stale_switch" and isinstance(ev, StaleEvidence) and ev.forwarding
+        switch = inc.kind == "switch" and (silent or not inc.maintenance)
+        if lag or (quiet and (derived or switch or inc.kind in ("link", "capacity"))):
+            keys = [inc.fingerprint, *(f"finding:{f.fingerprint}" for f in inc.findings)]
+            seen = min(first_seen.get(k, now) for k in keys)
+            for k in keys:
+                first_seen.setdefault(k, seen)
+            kept.update(keys)
             if (now - seen).total_seconds() < confirm_s:
                 inc = replace(inc, pending=True)
         out.append(inc)
+    for k in [k for k in first_seen if k not in kept]:
+        del first_seen[k]
     return out

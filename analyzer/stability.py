@@ -17,8 +17,9 @@ storms in :mod:`analyzer.pfc`. Semantics, where the spec is silent:
   either end of each link (a rebooting switch reports nothing; its peers do), those links are one
   finding for the switch instead of one each. A switch whose correlated links are all among
   another's is that other's victim (a leaf's parallel uplinks to a failing spine); the same cables
-  flagged at both ends go to the lower tier. Warning for a burst (it dropped many links at once,
-  which kills jobs by itself), critical when one of its links flapped ``flaps_per_window`` times.
+  flagged at both ends go to the end that reported none of their events (a switch that reports
+  is up), else to the lower tier. Warning for a burst (it dropped many links at once, which kills
+  jobs by itself), critical when one of its links flapped ``flaps_per_window`` times.
 * **Outages** (``link_outage``): a cabled port whose latest sample in ``ctx.window_s`` is not up is
   down since the first non-up sample after its last up sample (robust to collector restarts, which
   record no transition); critical once that reaches ``fatal_outage_s``, a warning before. A link

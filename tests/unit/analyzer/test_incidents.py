@@ -362,6 +362,67 @@ def test_a_switch_silent_while_it_forwards_waits_its_confirmation_a_gone_one_doe
     assert not hold_unconfirmed([gone], {}, now, 8.0)[0].pending
 
 
+def spine_uplinks(spine: str, superspine: str | None = None) -> list[tuple[str, str]]:
+    """The naming ends (the spine's: the lower tier) of ``spine``'s links to ``superspine`` (or to all)."""
+    return [
+        link_end(FABRIC, spine, p.name)
+        for p in FABRIC.ports(spine)
+        if p.peer is not None and p.peer.node.startswith("ssp-") and superspine in (None, p.peer.node)
+    ]
+
+
+def test_a_spines_lost_uplinks_cost_the_gpus_below_it() -> None:
+    # A spine's links to the superspines are named by the spine (the lower tier): they are its
+    # uplinks, and the GPUs below it lose them, not the superspine (which has no uplink to lose).
+    every = one([switch_outage("sp-r4-1", spine_uplinks("sp-r4-1"))])
+    assert every.key == "switch:sp-r4-1" and every.action == "checkpoint"
+    assert "lose 100.0%" in every.reason
+    quarter = one([switch_outage("sp-r4-1", spine_uplinks("sp-r4-1", "ssp-1"))])
+    assert quarter.action == "observe" and "1.35%" in quarter.reason  # 16 of 64, as a leaf losing 16
+
+
+def test_an_observe_switch_incident_waits_its_confirmation_its_checkpoint_does_not() -> None:
+    # A rebooting spine seen first from one superspine (its SNMP poll came first): 16 of its 64
+    # uplinks, an observe. Sent at once, it is followed a round later by the checkpoint its leaf's
+    # view brings: two firing deliveries for one fault. It waits, as an uplink incident does.
+    now = datetime(2026, 12, 3, tzinfo=UTC)
+    first: dict[str, datetime] = {}
+    early = one([switch_flapping("sp-r4-1"), switch_outage("sp-r4-1", spine_uplinks("sp-r4-1", "ssp-1"))])
+    assert early.action == "observe" and not early.needs_review
+    assert hold_unconfirmed([early], first, now, 8.0)[0].pending
+    links = [("lf-g1-r4", f"swp{i}") for i in range(65, 129)]
+    whole = one([switch_flapping("sp-r4-1"), switch_outage("sp-r4-1", links + spine_uplinks("sp-r4-1"))])
+    assert whole.fingerprint == early.fingerprint and whole.action == "checkpoint"
+    assert not hold_unconfirmed([whole], first, now + timedelta(seconds=2), 8.0)[0].pending
+    # a spine that stays an observe (at 16K GPUs it is one of many) is sent once its wait is over
+    first.clear()
+    assert hold_unconfirmed([early], first, now, 8.0)[0].pending
+    assert not hold_unconfirmed([early], first, now + timedelta(seconds=8), 8.0)[0].pending
+    # inside a maintenance window it is observed whatever comes next: sent as soon as seen
+    assert not hold_unconfirmed([replace(early, maintenance=True)], {}, now, 8.0)[0].pending
+    # review is never held: a person decides
+    obs = Observation(frozenset(), (), known=True)
+    lost_leaf = one([stale("lf-g1-r2", peer_links_up=0, peer_links_down=64)], obs=obs)
+    assert lost_leaf.needs_review and not hold_unconfirmed([lost_leaf], {}, now, 8.0)[0].pending
+
+
+def test_a_fault_named_anew_while_it_waits_does_not_start_its_wait_over() -> None:
+    # Four uplinks of a leaf down are gathered into one switch incident; a round in which one of
+    # them is late leaves three link incidents; then four again. The wait counts from the first.
+    now = datetime(2026, 12, 3, tzinfo=UTC)
+    downs = [outage("lf-g1-r3", f"swp{p}") for p in (65, 66, 67, 68)]
+    four, three = decided(downs), decided(downs[:3])
+    assert [i.kind for i in four] == ["switch"] and [i.kind for i in three] == ["link"] * 3
+    assert all(i.action == "observe" for i in four + three)
+    first: dict[str, datetime] = {}
+    assert hold_unconfirmed(four, first, now, 8.0)[0].pending
+    assert all(i.pending for i in hold_unconfirmed(three, first, now + timedelta(seconds=4), 8.0))
+    assert not hold_unconfirmed(four, first, now + timedelta(seconds=8), 8.0)[0].pending
+    # gone for a round: it waits anew
+    assert hold_unconfirmed([], first, now + timedelta(seconds=10), 8.0) == [] and first == {}
+    assert hold_unconfirmed(four, first, now + timedelta(seconds=12), 8.0)[0].pending
+
+
 def test_a_drift_from_one_slowed_uplink_names_that_port() -> None:
     (one_port,) = decided([drift("lf-g1-r3", ["swp65"])])
     assert (one_port.root_cause["switch"], one_port.root_cause["port"]) == ("lf-g1-r3", "swp65")

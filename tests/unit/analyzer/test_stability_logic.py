@@ -114,10 +114,18 @@ def test_a_switch_dropping_ports_is_seen_through_its_peers() -> None:
     assert bursts == {"sp-r1-1": {f"swp{i}" for i in range(1, 7)}}
 
 
-def test_a_bundle_of_parallel_links_flagged_at_both_ends_is_one_switch_finding() -> None:
-    # lf-g1-r1's four uplinks to sp-r1-1 (swp9, 11, 13, 15) drop together: both ends see 4 ports.
-    events = [("lf-g1-r1", f"swp{n}", at(0.1 * n), 1) for n in (9, 11, 13, 15)]
-    assert switch_bursts(FABRIC, events, 5.0, 4, 0.25) == {"lf-g1-r1": {"swp9", "swp11", "swp13", "swp15"}}
+def test_a_bundle_of_parallel_links_flagged_at_both_ends_is_the_silent_ends_finding() -> None:
+    # lf-g1-r1's four uplinks to sp-r1-1 (swp9, 11, 13, 15) drop together: both ends count the
+    # same 4 cables. The switch that reported them going down is up; the silent one explains them
+    # (a rebooting spine seen first from its leaf, a rebooting leaf from its spine).
+    leaf_ports = ("swp9", "swp11", "swp13", "swp15")
+    spine_ports = sorted({peer.port for n in leaf_ports if (peer := FABRIC.peer(Endpoint("lf-g1-r1", n)))})
+    from_leaf = [("lf-g1-r1", p, at(0.1 * i), 1) for i, p in enumerate(leaf_ports)]
+    from_spine = [("sp-r1-1", p, at(0.1 * i), 1) for i, p in enumerate(spine_ports)]
+    assert switch_bursts(FABRIC, from_leaf, 5.0, 4, 0.25) == {"sp-r1-1": set(spine_ports)}
+    assert switch_bursts(FABRIC, from_spine, 5.0, 4, 0.25) == {"lf-g1-r1": set(leaf_ports)}
+    # both ends reported: nothing tells which failed, the lower tier keeps them (one finding, not two)
+    assert switch_bursts(FABRIC, from_leaf + from_spine, 5.0, 4, 0.25) == {"lf-g1-r1": set(leaf_ports)}
 
 
 # --- outages -----------------------------------------------------------------------------------
