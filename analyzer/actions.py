@@ -289,11 +289,11 @@ def _switch(incident: Incident, fabric: Fabric, policy: ActionPolicy) -> _Verdic
         return _by_loss(incident, policy, max(incident.efficiency_loss, uplink_loss(fabric, name, lost)))
     if links_down is None:
         return _Verdict("observe", (), f"{name} is silent and nothing shows whether it forwards", review=True)
-    # a link is named by its lower-tier end (analyzer.links.link_end): the switch it is an uplink
-    # of, whose GPUs lose it (the spine itself for its uplinks to the superspines)
     loss = 0.0
     by_lower: dict[str, int] = {}
-    for lower, _ in links_down:
+    for s, p in links_down:
+        peer = fabric.peer(Endpoint(s, p))
+        lower = s if s != name else (peer.node if peer is not None else s)
         by_lower[lower] = by_lower.get(lower, 0) + 1
     for lower, n in by_lower.items():
         loss = max(loss, uplink_loss(fabric, lower, n))

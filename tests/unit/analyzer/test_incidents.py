@@ -371,14 +371,19 @@ def spine_uplinks(spine: str, superspine: str | None = None) -> list[tuple[str, 
     ]
 
 
-def test_a_spines_lost_uplinks_cost_the_gpus_below_it() -> None:
-    # A spine's links to the superspines are named by the spine (the lower tier): they are its
-    # uplinks, and the GPUs below it lose them, not the superspine (which has no uplink to lose).
-    every = one([switch_outage("sp-r4-1", spine_uplinks("sp-r4-1"))])
-    assert every.key == "switch:sp-r4-1" and every.action == "checkpoint"
-    assert "lose 100.0%" in every.reason
-    quarter = one([switch_outage("sp-r4-1", spine_uplinks("sp-r4-1", "ssp-1"))])
-    assert quarter.action == "observe" and "1.35%" in quarter.reason  # 16 of 64, as a leaf losing 16
+def test_a_spine_down_is_a_checkpoint_at_512_gpus_and_an_observe_at_16k() -> None:
+    # Every link of the spine down. At 512 GPUs its leaf loses every uplink; at 16K each leaf loses
+    # the few it had to that spine, ECMP carries the rest. The spine's own uplinks cost nothing:
+    # nothing reaches a dead spine to be sent up.
+    links = [link_end(FABRIC, "sp-r4-1", p.name) for p in FABRIC.ports("sp-r4-1") if p.peer is not None]
+    assert one([switch_outage("sp-r4-1", links)]).action == "checkpoint"
+    big = [link_end(BIG, "sp-r1-1", p.name) for p in BIG.ports("sp-r1-1") if p.peer is not None]
+    finding = Finding(
+        "link_outage", "sp-r1-1", "critical", "sp-r1-1: links down", links_scope(BIG, big, ["sp-r1-1"]),
+        {"links": [{"link": f"{s}:{p} ↔ x", "down_now": True} for s, p in big], "down_now": len(big)},
+    )  # fmt: skip
+    (inc,) = decide_all(correlate([finding], BIG), BIG)
+    assert (inc.key, inc.action) == ("switch:sp-r1-1", "observe")
 
 
 def test_an_observe_switch_incident_waits_its_confirmation_its_checkpoint_does_not() -> None:
