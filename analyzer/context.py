@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from analyzer.cadence import Kept
+from analyzer.cadence import Beside, Kept
 from analyzer.config import ThresholdsConfig
 from analyzer.coverage import Coverage
 from analyzer.findings import Finding
@@ -61,6 +61,9 @@ class CheckContext:
     #: The checks run at a cadence of their own (analyzer/cadence.py), by check name, with what
     #: they found last: kept across rounds by the service. None: every check runs.
     kept: dict[str, Kept] | None = None
+    #: Starts those checks' due fits beside the rounds (the service's analyzer.fits.Fits); None:
+    #: they run inline, in the round.
+    beside: Beside | None = None
 
     @property
     def since(self) -> datetime:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Literal
 
 from analyzer.cabling import check_cabling
-from analyzer.cadence import Kept
+from analyzer.cadence import Beside, Kept
 from analyzer.config import AnalyzerConfig
 from analyzer.context import Check, CheckContext, RoundResults
 from analyzer.coverage import Coverage
@@ -81,10 +81,12 @@ def context_for(
     collect_interval_s: float,
     maintenance: Coverage | None = None,
     kept: dict[str, Kept] | None = None,
+    beside: Beside | None = None,
 ) -> CheckContext:
     """The evaluation context: the window spans a few sampling intervals (at least two samples);
     ``maintenance``: the windows whose covered evidence the checks leave out; ``kept``: the
-    service's checks with a cadence of their own (analyzer/cadence.py)."""
+    service's checks with a cadence of their own (analyzer/cadence.py), ``beside`` what runs their
+    fits beside the rounds (None: inline)."""
     window = max(config.window_intervals * collect_interval_s, 2.5 * collect_interval_s)
     return CheckContext(
         fabric,
@@ -94,6 +96,7 @@ def context_for(
         window_s=window,
         maintenance=maintenance,
         kept=kept,
+        beside=beside,
     )
 
 
@@ -103,12 +106,21 @@ def lookback_s(config: AnalyzerConfig, collect_interval_s: float) -> float:
     return max(config.thresholds.flap_window_s, config.window_intervals * collect_interval_s, 2.5 * collect_interval_s)
 
 
-async def run_check(conn: Connection, ctx: CheckContext, check: Check) -> list[Finding]:
+async def run_check(conn: Connection, ctx: CheckContext, check: Check) -> list[Finding] | None:
     """``check``'s findings: what it found last while that is younger than its own cadence
-    (``ctx.kept``, analyzer/cadence.py), else a fresh run (kept for the next rounds)."""
-    kept = ctx.kept.get(check.__name__) if ctx.kept is not None else None
+    (``ctx.kept``, analyzer/cadence.py), else a fresh run (kept for the next rounds).
+
+    With ``ctx.beside`` such a check never runs in the round: a due fit is started beside it, and
+    the round gets the last completed fit's findings, None before the first one ends."""
+    name = check.__name__
+    kept = ctx.kept.get(name) if ctx.kept is not None else None
     if kept is None:
         return await check(conn, ctx)
+    if ctx.beside is not None:
+        if kept.due(ctx.now):
+            kept.begin(ctx.now)
+            ctx.beside(name, kept, ctx.now, lambda own: check(own, ctx))
+        return kept.ready()
     found = kept.reuse(ctx.now)
     if found is None:
         found = await check(conn, ctx)
@@ -116,16 +128,21 @@ async def run_check(conn: Connection, ctx: CheckContext, check: Check) -> list[F
     return found
 
 
-async def evaluate(conn: Connection, ctx: CheckContext) -> Evaluation:
-    """Run every check. A check that breaks is logged and listed in ``results.errors``; the others
-    still run (one bug must not blind the rest). Losing the database ends the evaluation."""
-    started = time.perf_counter()
+async def session(conn: Connection) -> None:
+    """Set up a connection for the checks (an evaluation's, or a fit's beside the rounds)."""
     # The port snapshot groups ~82K ports at 16K GPUs: enough memory lets it hash instead of
     # sorting on disk (measured 0.75 s → see docs/benchmarks.md). Pool connections RESET ALL on release.
     await conn.execute(f"SET work_mem = '{WORK_MEM}'")
     # Parallel workers cost more than they save on these ~100 ms queries, and take cores the
     # collectors need: one backend per evaluation.
     await conn.execute("SET max_parallel_workers_per_gather = 0")
+
+
+async def evaluate(conn: Connection, ctx: CheckContext) -> Evaluation:
+    """Run every check. A check that breaks is logged and listed in ``results.errors``; the others
+    still run (one bug must not blind the rest). Losing the database ends the evaluation."""
+    started = time.perf_counter()
+    await session(conn)
     results: dict[str, list[Finding]] = {}
     errors = ctx.results.errors
     evaluated: set[str] = set()
@@ -135,8 +152,10 @@ async def evaluate(conn: Connection, ctx: CheckContext) -> Evaluation:
         for check in checks:
             t0 = time.perf_counter()
             try:
-                found.extend(await run_check(conn, ctx, check))
-                evaluated |= RULES_OF.get(check, frozenset())
+                got = await run_check(conn, ctx, check)
+                if got is not None:  # None: its first fit beside the rounds has not ended yet
+                    found.extend(got)
+                    evaluated |= RULES_OF.get(check, frozenset())
             except UNAVAILABLE_ERRORS:
                 raise
             except Exception as exc:

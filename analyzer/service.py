@@ -24,11 +24,12 @@ from analyzer.actions import ActionPolicy, decide_all
 from analyzer.alertmanager import AlertmanagerPusher
 from analyzer.alerts import SyncResult, sync_alerts
 from analyzer.budget import FleetLimits
-from analyzer.cadence import Kept, cadences
+from analyzer.cadence import Beside, Kept, cadences
 from analyzer.correlation import correlate
 from analyzer.coverage import coverage, mark
 from analyzer.engine import Evaluation, context_for, evaluate, lookback_s
 from analyzer.executors import ActionExecutors, NoExecutors
+from analyzer.fits import Fits
 from analyzer.incident_memory import held_links, hold_unconfirmed, ongoing_storms
 from analyzer.incident_model import Incident, Observation
 from analyzer.jobs import Job, job_health, load_jobs
@@ -86,16 +87,18 @@ async def evaluate_round(
     memory: CollectionMemory | None = None,
     first_seen: dict[str, datetime] | None = None,
     kept: dict[str, Kept] | None = None,
+    beside: Beside | None = None,
 ) -> Round:
     """Run the checks and the objectives, then correlate the findings into decided incidents.
 
     ``memory`` and ``first_seen`` carry the service's state across rounds (collectors catching up,
     symptom-only incidents waiting for confirmation), ``kept`` the findings of the checks run at
-    their own cadence (analyzer/cadence.py); a one-shot check has none of them."""
+    their own cadence (analyzer/cadence.py), ``beside`` what runs their fits beside the rounds; a
+    one-shot check has none of them."""
     interval = collect_interval(config)
     since = now - timedelta(seconds=lookback_s(config.analyzer, interval))
     cover = coverage(await windows_between(conn, since, now), fabric)
-    ctx = context_for(fabric, config.analyzer, now, interval, cover, kept)
+    ctx = context_for(fabric, config.analyzer, now, interval, cover, kept, beside)
     ev = await evaluate(conn, ctx)
     objectives = await evaluate_objectives(
         conn, fabric, config.analyzer.slo, now, config.analyzer.thresholds.fatal_outage_s
@@ -213,6 +216,9 @@ class AnalyzerService:
         self.first_seen: dict[str, datetime] = {}
         #: The checks run at their own cadence, with what they found last (analyzer/cadence.py).
         self.kept = cadences(config.analyzer)
+        #: Runs those checks' fits beside the rounds while this service leads (analyzer/fits.py);
+        #: None: they run in the round (:meth:`evaluate_once` called on its own, as tests do).
+        self.fits: Fits | None = None
         #: The leader election while :meth:`run` runs with ``analyzer.leader_election``.
         self.election: LeaderElection | None = None
         self._running = False
@@ -228,7 +234,9 @@ class AnalyzerService:
         now = now or datetime.now(UTC)
         first_seen = self.first_seen if confirm else None
         async with self.pool.acquire() as conn:
-            rnd = await evaluate_round(conn, self.fabric, self.config, now, self.memory, first_seen, self.kept)
+            rnd = await evaluate_round(
+                conn, self.fabric, self.config, now, self.memory, first_seen, self.kept, self.fits
+            )
         result: SyncResult | None = None
         if alerts:
             # what an executor's own breaker withheld since the last round needs review (it never calls back)
@@ -370,6 +378,7 @@ class AnalyzerService:
             # leaving the block cancels what still runs: the rounds have ended on stop; deposed, the
             # round in progress is dropped
             async with owned_tasks("analyzer term", log) as tasks:
+                self.fits = Fits(self.pool, tasks)  # a fit in progress ends with the term
                 tasks.start(self.sender.run(), "webhook-sender")
                 tasks.start(self.schedulers.run(), "schedulers")
                 self.alertmanagers.start()
@@ -381,6 +390,7 @@ class AnalyzerService:
                 if not deposed:  # a clean stop: the scheduler action in flight is recorded, not dropped
                     await self.schedulers.close()
         finally:
+            self.fits = None
             await self.alertmanagers.close(grace_s=0.0 if deposed else 1.0)
 
     async def _rounds(self, stop: asyncio.Event, alerts_from: float, election: LeaderElection | None) -> None:
