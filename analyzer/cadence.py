@@ -25,16 +25,22 @@ has none, so every check runs every time, inline.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from analyzer.config import AnalyzerConfig
 from analyzer.findings import Finding
-from store.db import Connection
+from store.db import UNAVAILABLE_ERRORS, Connection
+from store.link_rollup import roll
+
+log = logging.getLogger(__name__)
 
 #: One fit of a check at a round's time, on the connection it is given.
 Fit = Callable[[Connection], Awaitable[list[Finding]]]
+#: What a check needs done before each of its fits, on the fit's connection (the link-health rollup).
+Prepare = Callable[[Connection, datetime], Awaitable[None]]
 #: Starts ``fit`` beside the rounds (check name, its state, the round's time, the fit); when it
 #: ends, however it ends, it must call :meth:`Kept.finish`.
 Beside = Callable[[str, "Kept", datetime, Fit], None]
@@ -53,6 +59,8 @@ class Kept:
     fitting: bool = False
     #: Seconds the last fit beside the rounds took (completed or not); None: none ended yet.
     fit_s: float | None = None
+    #: Run before each fit (inline or beside the rounds), on its connection.
+    prepare: Prepare | None = None
 
     def reuse(self, now: datetime) -> list[Finding] | None:
         """The kept findings while younger than the interval, else None (the check must run).
@@ -94,4 +102,15 @@ class Kept:
 
 def cadences(config: AnalyzerConfig) -> dict[str, Kept]:
     """The checks with a cadence of their own, by check name, each with nothing kept yet."""
-    return {"check_link_health": Kept(config.link_health_interval_s)}
+    window_s = config.thresholds.link_window_s
+
+    async def roll_link_rollup(conn: Connection, now: datetime) -> None:
+        # A roll that breaks must not blind link health: the summary reads the rows instead.
+        try:
+            await roll(conn, now, window_s)
+        except UNAVAILABLE_ERRORS:
+            raise
+        except Exception:
+            log.exception("link health: rolling the rollup failed; this fit reads the rows")
+
+    return {"check_link_health": Kept(config.link_health_interval_s, prepare=roll_link_rollup)}

@@ -116,14 +116,21 @@ async def run_check(conn: Connection, ctx: CheckContext, check: Check) -> list[F
     kept = ctx.kept.get(name) if ctx.kept is not None else None
     if kept is None:
         return await check(conn, ctx)
+    prepare = kept.prepare
+
+    async def fit(own: Connection) -> list[Finding]:
+        if prepare is not None:
+            await prepare(own, ctx.now)
+        return await check(own, ctx)
+
     if ctx.beside is not None:
         if kept.due(ctx.now):
             kept.begin(ctx.now)
-            ctx.beside(name, kept, ctx.now, lambda own: check(own, ctx))
+            ctx.beside(name, kept, ctx.now, fit)
         return kept.ready()
     found = kept.reuse(ctx.now)
     if found is None:
-        found = await check(conn, ctx)
+        found = await fit(conn)
         kept.keep(ctx.now, found)
     return found
 

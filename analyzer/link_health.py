@@ -26,9 +26,10 @@ Each trend is fitted at two scales, the whole window in 60 buckets and its last 
 fast degradation shows in the recent one hours before it fills the window); the earliest
 confident estimate wins. Series are averaged per bucket (the points' mean time) in SQL, so a
 port sends at most 90 points whatever the DOM interval. The analyzer service runs the check once
-per ``analyzer.link_health_interval_s`` (60 s, the DOM interval) and reuses its findings in the
-rounds between (analyzer/cadence.py): a fit reads the whole window, ~7M rows at 16K GPUs (~80K
-ports), and costs seconds (docs/benchmarks.md).
+per ``analyzer.link_health_interval_s`` (60 s, the DOM interval), beside its rounds, and reuses
+its findings in the rounds between (analyzer/cadence.py). Before each fit it rolls the closed
+buckets of the window (store/link_rollup.py): the summary pass reads ~36 rollup rows per port and
+table instead of ~360 rows (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from typing import Any
 from analyzer.config import ThresholdsConfig
 from analyzer.context import CheckContext
 from analyzer.findings import Finding, blast_radius
+from analyzer.link_summary import summaries
 from analyzer.link_trend import BINS, Trend, least_squares, predicted_flr, time_to_threshold, trend
 from analyzer.links import link_end
 from fabric.model import Endpoint, Fabric
@@ -61,33 +63,6 @@ FROM transceiver_dom d JOIN unnest($4::text[], $5::text[]) AS k(sw, pt) ON d.swi
 WHERE time > $1 AND time <= $2
 GROUP BY switch, port, 3
 ORDER BY switch, port, 3
-"""
-
-#: Per port, one pass (a hash aggregate): the latest values and thresholds, and least-squares
-#: lines (seconds before $2) that say which ports need the bucketed series and robust fits.
-_DOM_SUMMARY_SQL = """
-SELECT switch, port, max(extract(epoch FROM time))::float8 AS t,
-       last(rx_power_dbm, time) AS rx, last(laser_bias_ma, time) AS bias,
-       regr_slope(rx_power_dbm, extract(epoch FROM time - $2)::float8) AS rx_slope,
-       regr_intercept(rx_power_dbm, extract(epoch FROM time - $2)::float8) AS rx_icpt,
-       regr_slope(laser_bias_ma, extract(epoch FROM time - $2)::float8) AS bias_slope,
-       regr_intercept(laser_bias_ma, extract(epoch FROM time - $2)::float8) AS bias_icpt,
-       max(extract(epoch FROM time - $2))::float8 AS rel,
-       last(rx_low_warning_dbm, time) AS rx_warn, last(rx_low_critical_dbm, time) AS rx_crit,
-       last(bias_high_critical_ma, time) AS bias_crit
-FROM transceiver_dom
-WHERE time > $1 AND time <= $2
-GROUP BY switch, port
-"""
-
-_BER_SUMMARY_SQL = """
-SELECT switch, port, max(extract(epoch FROM time))::float8 AS t, last(log(pre_fec_ber), time) AS log_ber,
-       regr_slope(log(pre_fec_ber), extract(epoch FROM time - $2)::float8) AS slope,
-       regr_intercept(log(pre_fec_ber), extract(epoch FROM time - $2)::float8) AS icpt,
-       max(extract(epoch FROM time - $2))::float8 AS rel
-FROM port_fec
-WHERE time > $1 AND time <= $2 AND pre_fec_ber > 0
-GROUP BY switch, port
 """
 
 _BER_SQL = """
@@ -197,15 +172,17 @@ def _near(slope: float | None, icpt: float | None, rel: float, threshold: float,
 async def link_health(conn: Connection, now: datetime, limits: LinkLimits) -> list[PortHealth]:
     """Every port with optics or FEC data in the window, with its estimate (unranked).
 
-    One pass over the window gives each port's latest values and least-squares lines; only the
-    ports whose line may reach a threshold (:func:`_hopeless`) get the bucketed series at both
-    scales and the robust fits. The others are listed with their latest values and no estimate.
+    One pass over the window (analyzer/link_summary.py, mostly from the rollup) gives each port's
+    latest values and least-squares lines; only the ports whose line may reach a threshold
+    (:func:`_hopeless`) get the bucketed series at both scales and the robust fits. The others are
+    listed with their latest values and no estimate.
     """
     since = now - timedelta(seconds=limits.window_s)
     latest: dict[tuple[str, str], Series] = {}
     candidates: set[tuple[str, str]] = set()
     horizon = limits.horizon_s
-    for r in await conn.fetch(_DOM_SUMMARY_SQL, since, now):
+    dom, ber = await summaries(conn, since, now)
+    for r in dom:
         key = (r["switch"], r["port"])
         s = latest[key] = Series(rx_warn=r["rx_warn"], rx_crit=r["rx_crit"], bias_crit=r["bias_crit"])
         if r["rx"] is not None:
@@ -219,11 +196,11 @@ async def link_health(conn: Connection, now: datetime, limits: LinkLimits) -> li
         ):
             candidates.add(key)
     ber_crit = math.log10(limits.pre_fec_ber_critical)
-    for r in await conn.fetch(_BER_SUMMARY_SQL, since, now):
+    for r in ber:
         key = (r["switch"], r["port"])
         s = latest.setdefault(key, Series())
         s.ber_ts, s.log_ber = [r["t"]], [r["log_ber"]]
-        if _near(r["slope"], r["icpt"], r["rel"], ber_crit, False, horizon):
+        if _near(r["ber_slope"], r["ber_icpt"], r["rel"], ber_crit, False, horizon):
             candidates.add(key)
     ports = sorted(candidates)
     series = await _read(conn, now, limits.window_s, _BUCKETS, ports) if ports else {}

@@ -51,6 +51,8 @@ def hypertables(config: RetentionConfig) -> list[HypertableRetention]:
         HypertableRetention("slo_history", config.oversubscription_days, "objective"),
         HypertableRetention("port_fec", config.link_health_days, "switch, port"),
         HypertableRetention("transceiver_dom", config.link_health_days, "switch, port"),
+        HypertableRetention("dom_rollup", config.link_health_days, "switch, port"),
+        HypertableRetention("fec_rollup", config.link_health_days, "switch, port"),
     ]
 
 

@@ -70,12 +70,11 @@ async def _until(what: Callable[[], Any], timeout_s: float = 60.0) -> None:
     raise TimeoutError(f"not within {timeout_s} s")
 
 
-async def _waiting_fits(conn: asyncpg.Connection) -> int:
-    """Sessions waiting for the lock on ``transceiver_dom`` (the fit's query)."""
+async def _waiting_fits(holder: asyncpg.Connection) -> int:
+    """Sessions waiting for the lock ``holder`` holds on ``transceiver_dom`` (the fit's queries)."""
     return int(
-        await conn.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock' AND query ILIKE '%transceiver_dom%'"
+        await holder.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"
         )
     )
 

@@ -195,3 +195,25 @@ async def test_beside_the_rounds_one_fit_at_a_time_each_when_due_rounds_see_the_
             tried = now
             assert held.started[-1][1] == now
         assert (None if got is None else got[0].observed_at) == completed
+
+
+async def test_what_a_check_needs_before_a_fit_runs_first_on_the_fits_connection_inline_or_beside() -> None:
+    order: list[tuple[str, Any]] = []
+
+    async def prepare(conn: Any, now: datetime) -> None:
+        order.append(("prepare", conn))
+
+    class Recording(Counting):
+        async def __call__(self, conn: Any, ctx: CheckContext) -> list[Finding]:
+            order.append(("fit", conn))
+            return await super().__call__(conn, ctx)
+
+    check, held = Recording(), Held()
+    kept = {"check_link_health": Kept(60.0, prepare=prepare)}
+    await run_check("round's", ctx(T0, kept), check)  # inline: on the round's connection
+    assert order == [("prepare", "round's"), ("fit", "round's")]
+    order.clear()
+    await run_check("round's", beside_ctx(T0 + timedelta(seconds=60), kept, held), check)
+    assert order == []  # nothing in the round
+    await held.end()  # beside: on the connection the fit is given
+    assert order == [("prepare", NO_CONN), ("fit", NO_CONN)]
