@@ -80,9 +80,9 @@ class AnalyzerConfig(Section):
     #: standby leads within two intervals of the leader's death. Off: every analyzer acts (the
     #: database still keeps them from double-sending, at twice the work).
     leader_election: bool = True
-    #: Link health (analyzer/link_health.py) fits its trends at most this often and reuses its
-    #: findings in between (analyzer/cadence.py): DOM is sampled every ``collector.dom_interval_s``
-    #: (60 s); a change shows at most this much later. 0: every round.
+    #: Link health (analyzer/link_health.py) fits its trends at most this often, beside the rounds,
+    #: and reuses its findings in between (analyzer/cadence.py): DOM is sampled every
+    #: ``collector.dom_interval_s`` (60 s); a change shows at most this much later. 0: every round.
     link_health_interval_s: float = Field(60.0, ge=0, le=3600)
     thresholds: ThresholdsConfig = ThresholdsConfig()
     slo: SloConfig = SloConfig()
