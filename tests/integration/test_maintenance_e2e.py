@@ -2,10 +2,10 @@
 collectors → TimescaleDB → analyzer → a signed webhook receiver, the window opened and the
 incident read through the real API (SPEC §10.4).
 
-The circuit breaker is opened wide here (64 hosts, the whole fabric), so the reboot outside the
-window drains what the action table says a leaf reboot drains: the leaf's 32 servers, which
-lost their only path on its rail (docs/guide/analyzer.md, "Actions"; with the default breaker it would observe
-with ``needs_review``: tests/integration/test_incidents_e2e.py).
+The circuit breaker and the fleet's drain budget are opened wide here (64 hosts, the whole
+fabric), so the reboot outside the window drains what the action table says a leaf reboot
+drains: the leaf's 32 servers, which lost their only path on its rail (docs/guide/analyzer.md,
+"Actions"; with the default breaker it would observe with ``needs_review``: tests/integration/test_incidents_e2e.py).
 """
 
 from __future__ import annotations
@@ -33,14 +33,17 @@ pytestmark = pytest.mark.asyncio(loop_scope="function")
 LEAF = "lf-g1-r2"
 BOOT_S = 15
 
+#: the per-incident breaker and the fleet-wide drain budget (16 hosts, 5 % by default), wide open
+WIDE = {"max_drain_hosts": 64, "max_drain_fraction": 1.0, "drain_budget_hosts": 64, "drain_budget_fraction": 1.0}
+
 
 @contextlib.asynccontextmanager
 async def analyzing(lb: Lab) -> AsyncIterator[AnalyzerService]:
-    """The analyzer with the breaker wide open (a leaf's 32 hosts may be drained)."""
+    """The analyzer with the breaker and the drain budget wide open (a leaf's 32 hosts may be drained)."""
     config = lb.config.model_copy(
         update={
             "analyzer": lb.config.analyzer.model_copy(update={"resolve_hold_down_s": HOLD_DOWN_S}),
-            "alerts": lb.config.alerts.model_copy(update={"max_drain_hosts": 64, "max_drain_fraction": 1.0}),
+            "alerts": lb.config.alerts.model_copy(update=WIDE),
         }
     )
     service = AnalyzerService(config, lb.sim.fabric, lb.pool)
