@@ -108,6 +108,20 @@ async def _one(
     }
 
 
+async def alternate(
+    dsn: str, without: Path, with_: Path, rounds: int, bench: str, what: str, **one: float
+) -> tuple[float, float, dict[str, list[dict[str, Any]]]]:
+    """``rounds`` alternating :func:`_one` runs of each config: the medians of their millicores
+    per switch (without, with) and the runs. ``one``: :func:`_one`'s settle and window."""
+    runs: dict[str, list[dict[str, Any]]] = {"without": [], "with": []}
+    for i in range(rounds):
+        for variant, path in (("without", without), ("with", with_)):
+            print(f"bench: {bench} round {i + 1}/{rounds}, {variant} {what}", file=sys.stderr, flush=True)
+            runs[variant].append(await _one(dsn, path, **one))
+    medians = [statistics.median(r["millicores_per_switch"] for r in runs[v]) for v in ("without", "with")]
+    return medians[0], medians[1], runs
+
+
 async def run(dsn: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="fabricmon-bench-optics-") as name:
         tmp = Path(name)
@@ -116,13 +130,7 @@ async def run(dsn: str) -> dict[str, Any]:
         args += ["--nos", "openconfig,sonic", "--protocols", "gnmi", "--write-config", str(config)]
         async with simulator(*args):
             plain = _without_optics(config, tmp)
-            runs: dict[str, list[dict[str, Any]]] = {"without": [], "with": []}
-            for i in range(ROUNDS):
-                for variant, path in (("without", plain), ("with", config)):
-                    print(f"bench: optics_cpu round {i + 1}/{ROUNDS}, {variant} optics", file=sys.stderr, flush=True)
-                    runs[variant].append(await _one(dsn, path))
-    without = statistics.median(r["millicores_per_switch"] for r in runs["without"])
-    with_ = statistics.median(r["millicores_per_switch"] for r in runs["with"])
+            without, with_, runs = await alternate(dsn, plain, config, ROUNDS, "optics_cpu", "optics")
     increase = with_ / without - 1 if without else float("nan")
     return {
         "gpus": GPUS,

@@ -117,13 +117,12 @@ async def process_cost(dsn: str, gpus: int = 512, window_s: float = 180.0, round
     ``collector.dom_interval_s`` (60 s) and without (a day: never within the run); CPU per switch
     over whole SNMP intervals, alternating ``rounds`` times, medians. The entity tables' hourly
     re-read is not in the window: it is in :func:`measure`'s amortized figure."""
-    import statistics
     import tempfile
     from pathlib import Path
 
     import yaml
 
-    from bench.optics_cpu import _one
+    from bench.optics_cpu import alternate
     from collector.config import CollectorConfig
 
     with tempfile.TemporaryDirectory(prefix="fabricmon-bench-snmp-dom-") as name:
@@ -137,13 +136,9 @@ async def process_cost(dsn: str, gpus: int = 512, window_s: float = 180.0, round
             data["collector"]["dom_interval_s"] = 86400.0
             without = Path(name) / "fabricmon-no-dom.yaml"
             without.write_text(yaml.safe_dump(data))
-            runs: dict[str, list[dict[str, Any]]] = {"without": [], "with": []}
-            for i in range(rounds):
-                for variant, path in (("without", without), ("with", config)):
-                    print(f"bench: snmp_dom process round {i + 1}/{rounds}, {variant} DOM", file=sys.stderr, flush=True)
-                    runs[variant].append(await _one(dsn, path, settle_s=90.0, window_s=window_s))
-    base = statistics.median(r["millicores_per_switch"] for r in runs["without"])
-    dom = statistics.median(r["millicores_per_switch"] for r in runs["with"])
+            base, dom, runs = await alternate(
+                dsn, without, config, rounds, "snmp_dom process", "DOM", settle_s=90.0, window_s=window_s
+            )
     extra = dom / base - 1 if base else float("nan")
     return {
         "gpus": gpus,
