@@ -171,14 +171,22 @@ ENT_PHYSICAL: tuple[Column, ...] = (
 #: interface, as a RowPointer to ``ifIndex.<n>``.
 ENT_ALIAS: tuple[Column, ...] = (_c(_ENT_ALIAS, 2, "identifier", "oid", 40),)
 #: entPhySensorTable's static columns (cached with the entities) and its live ones (every DOM poll).
+_SENSOR_OPER_STATUS = _c(_ENT_SENSOR, 5, "status", max_value_bytes=3)
 SENSOR_STATIC: tuple[Column, ...] = (
     _c(_ENT_SENSOR, 1, "type", max_value_bytes=3),
     _c(_ENT_SENSOR, 2, "scale", max_value_bytes=3),
     _c(_ENT_SENSOR, 3, "precision", max_value_bytes=3),
-    _c(_ENT_SENSOR, 5, "status", max_value_bytes=3),
+    _SENSOR_OPER_STATUS,
     _c(_ENT_SENSOR, 6, "units", "bytes", 255),
 )
-SENSOR_LIVE: tuple[Column, ...] = (_c(_ENT_SENSOR, 4, "value", max_value_bytes=5),)
+#: entPhySensorOperStatus alone: what a sensor re-plan reads while the entity tables stand still.
+SENSOR_STATUS: tuple[Column, ...] = (_SENSOR_OPER_STATUS,)
+#: SensorValue is -1e9..1e9 (RFC 3433): 4 octets of BER at most (an agent past it gets a cut
+#: answer, and the walk asks fewer rows).
+SENSOR_LIVE: tuple[Column, ...] = (_c(_ENT_SENSOR, 4, "value", max_value_bytes=4),)
+#: entLastChangeTime.0 (ENTITY-MIB, RFC 6933): sysUpTime when a row of the entity tables last
+#: changed (a module plugged in or pulled out); where it has not moved, they need no re-read.
+ENT_LAST_CHANGE = "1.3.6.1.2.1.47.1.4.1.0"
 #: entAliasMappingIdentifier of a port entity: ``ifIndex.<n>`` (IF-MIB ifIndex column).
 IF_INDEX_COLUMN = f"{_IF}.1"
 

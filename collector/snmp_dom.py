@@ -18,8 +18,13 @@ a power sensor saying neither or both is skipped and counted. Other types (volts
 DOM and are ignored. Sensors not ok(1) in entPhySensorOperStatus are not reported.
 
 What a sensor is (its type, scale, precision, units, status, interface, transceiver and role) is
-resolved once per refresh of the entity tables (:func:`plan`); a DOM poll walks only
+resolved once per read of the entity tables (:func:`plan`); a DOM poll walks only
 entPhySensorValue and applies the plan (:func:`apply_plan`): the per-poll cost is one column.
+The tables are read at the first poll, after a reboot and when an unknown sensor answers (a
+module plugged in). Every :data:`REFRESH_POLLS` polls the plan is checked: where the agent's
+entLastChangeTime (RFC 6933: sysUpTime at the last change of any entity row) is where it was at
+the last read, only the sensors' oper status is re-read and the plan re-made from the tables kept;
+otherwise, or on an agent that does not serve it, every table is read again.
 
 A module with several lanes reports per lane; the sample keeps the worst lane (lowest rx and tx
 power, highest bias, highest temperature), as :mod:`collector.optics_decode` does. Every value
@@ -40,7 +45,16 @@ from datetime import UTC, datetime
 
 from collector import snmp_lldp
 from collector.gnmi_values import NOT_A_NUMBER, OUT_OF_RANGE, WRONG_TYPE, Bad
-from collector.oids import ENT_ALIAS, ENT_PHYSICAL, IF_INDEX_COLUMN, SENSOR_LIVE, SENSOR_STATIC, Column
+from collector.oids import (
+    ENT_ALIAS,
+    ENT_LAST_CHANGE,
+    ENT_PHYSICAL,
+    IF_INDEX_COLUMN,
+    SENSOR_LIVE,
+    SENSOR_STATIC,
+    SENSOR_STATUS,
+    Column,
+)
 from collector.optics_decode import BOUNDS
 from collector.snmp_walk import Value
 from store.dom import DomSample
@@ -58,8 +72,8 @@ SCALE_RANGE = range(1, 18)
 MAX_DEPTH = 16
 #: Characters kept of a component name.
 MAX_NAME = 64
-#: Entity tables and sensor descriptions (and oper status) refresh after this many DOM polls (an
-#: hour at the default 60 s), at once on an unknown sensor (a module plugged in) and after a reboot.
+#: The plan is checked after this many DOM polls (an hour at the default 60 s): oper status re-read,
+#: or every table where entLastChangeTime moved. Unknown sensors and reboots re-read them at once.
 REFRESH_POLLS = 60
 UNMAPPED = "dom sensor unmapped"
 NO_DIRECTION = "dom power sensor without direction"
@@ -69,6 +83,8 @@ _RX = frozenset({"rx", "receive", "received", "receiver", "input", "rcv"})
 _TX = frozenset({"tx", "transmit", "transmitted", "transmitter", "output", "xmit"})
 
 Walk = Callable[[Sequence[Column], int | None], Awaitable[dict[str, dict[str, Value]]]]
+#: GET of scalar instances; the ones the agent lacks are absent from the answer.
+Get = Callable[[Sequence[str]], Awaitable[Mapping[str, Value]]]
 Invalid = Callable[[str, int], None]
 
 
@@ -87,13 +103,17 @@ def scaled(value: Value | None, scale: Value | None, precision: Value | None) ->
 @dataclass(frozen=True, slots=True)
 class Reading:
     """How one sensor's raw values read, resolved once from its static columns (per refresh, not
-    per poll: a DOM poll of a 128-port switch reads ~500 values)."""
+    per poll: a DOM poll of a 128-port switch reads ~500 values, so the powers of ten and the
+    bounds are worked out here, not per value)."""
 
     unit: str  # dbm | ma | celsius
     exponent: int  # of 10 (RFC 3433: 3*(scale - 9) - precision)
     milli: bool  # amperes → mA; watts → mW, then dBm
     log: bool  # watts: dBm = 10·log10(mW)
     bad: str | None  # a scale or precision that makes every value unreadable (its invalid kind)
+    power: float  # 10 ** |exponent|
+    low: float  # the unit's bounds (BOUNDS)
+    high: float
 
     @classmethod
     def of(cls, kind: Value | None, scale: Value | None, precision: Value | None, units: str) -> Reading:
@@ -115,17 +135,20 @@ class Reading:
             exponent = 3 * (scale - 9) - precision
             if scale not in SCALE_RANGE or precision not in PRECISION_RANGE:
                 bad = OUT_OF_RANGE
-        return cls(unit, exponent, milli, log, bad)
+        power = 10.0 ** abs(exponent) if bad is None else 1.0  # (an absurd scale would overflow)
+        return cls(unit, exponent, milli, log, bad, power, *BOUNDS[unit])
 
     def scaled(self, value: Value | None) -> float:
         """The raw value in the sensor's unit (A, W, °C); raises :class:`Bad`."""
-        v = _int(value)
+        if value.__class__ is not int:
+            raise Bad(WRONG_TYPE)
         if self.bad is not None:
             raise Bad(self.bad)
-        if not -VALUE_MAX <= v <= VALUE_MAX:
+        assert isinstance(value, int)
+        if not -VALUE_MAX <= value <= VALUE_MAX:
             raise Bad(OUT_OF_RANGE)
-        e = self.exponent
-        return v * 10.0**e if e >= 0 else v / 10.0**-e  # a division keeps 229 / 10 at 22.9
+        # a division keeps 229 / 10 at 22.9
+        return value * self.power if self.exponent >= 0 else value / self.power
 
     def read(self, value: Value | None) -> float:
         """The bounded value in dBm, mA or °C; raises :class:`Bad` with the invalid kind."""
@@ -136,8 +159,7 @@ class Reading:
             if not x > 0:
                 raise Bad(OUT_OF_RANGE)  # no light has no dBm
             x = 10.0 * math.log10(x)
-        low, high = BOUNDS[self.unit]
-        if not low <= x <= high:
+        if not self.low <= x <= self.high:
             raise Bad(OUT_OF_RANGE)
         return x
 
@@ -249,8 +271,7 @@ class DomCounts:
 class Planned:
     """One DOM sensor of a mapped interface: where it goes and how its value reads."""
 
-    if_index: str
-    component: str
+    module: int  # index in SensorPlan.modules
     role: int  # index in ROLES
     reading: Reading
 
@@ -260,6 +281,7 @@ class SensorPlan:
     """Every sensor described by the static columns, resolved once per refresh (not per poll)."""
 
     sensors: dict[str, Planned] = field(default_factory=dict)
+    modules: list[tuple[str, str]] = field(default_factory=list)  # (ifIndex, component) of each transceiver
     known: set[str] = field(default_factory=set)  # every index the static columns describe
     dom: int = 0  # DOM sensors that are ok(1)
     unmapped: int = 0
@@ -272,6 +294,7 @@ _ROLE = {AMPERES: "bias", CELSIUS: "temperature"}
 def plan(tree: EntityTree, static: Mapping[str, Mapping[str, Value]]) -> SensorPlan:
     """Resolve each described sensor: DOM or not, its interface and transceiver, its role."""
     out = SensorPlan()
+    modules: dict[tuple[str, str], int] = {}
     kinds, units, status = static.get("type", {}), static.get("units", {}), static.get("status", {})
     scales, precisions = static.get("scale", {}), static.get("precision", {})
     for index, kind in kinds.items():
@@ -291,9 +314,13 @@ def plan(tree: EntityTree, static: Mapping[str, Mapping[str, Value]]) -> SensorP
                 out.no_direction += 1
                 continue
             role = way
-        component = tree.names.get(where[1], f"entity {where[1]}")
+        module = (str(where[0]), tree.names.get(where[1], f"entity {where[1]}"))
+        m = modules.get(module)
+        if m is None:
+            m = modules[module] = len(out.modules)
+            out.modules.append(module)
         reading = Reading.of(kind, scales.get(index), precisions.get(index), unit_text)
-        out.sensors[index] = Planned(str(where[0]), component, ROLES.index(role), reading)
+        out.sensors[index] = Planned(m, ROLES.index(role), reading)
     return out
 
 
@@ -304,32 +331,44 @@ def apply_plan(
     counts = DomCounts(sensors.dom, sensors.unmapped)
     if sensors.no_direction:
         counts.invalid[NO_DIRECTION] = sensors.no_direction
-    modules: dict[tuple[str, str], list[float]] = {}
+    ports = [if_names.get(if_index) for if_index, _ in sensors.modules]
+    worst_of: list[list[float] | None] = [None] * len(ports)
+    planned = sensors.sensors
+    invalid = counts.invalid
     for index, value in values.items():
-        s = sensors.sensors.get(index)
+        s = planned.get(index)
         if s is None:
             continue
-        port = if_names.get(s.if_index)
-        if not port:
+        m = s.module
+        if not ports[m]:
             counts.unmapped += 1
             continue
         try:
             got = s.reading.read(value)
         except Bad as exc:
-            counts.invalid[exc.args[0]] = counts.invalid.get(exc.args[0], 0) + 1
+            invalid[exc.args[0]] = invalid.get(exc.args[0], 0) + 1
             continue
         except (ValueError, OverflowError):
-            counts.invalid[NOT_A_NUMBER] = counts.invalid.get(NOT_A_NUMBER, 0) + 1
+            invalid[NOT_A_NUMBER] = invalid.get(NOT_A_NUMBER, 0) + 1
             continue
-        worst = modules.get((port, s.component))
+        worst = worst_of[m]
         if worst is None:
-            worst = modules[(port, s.component)] = list(_START)
+            worst = worst_of[m] = list(_START)
         r = s.role
         if (got < worst[r]) if r < _WORST_LOW else (got > worst[r]):
             worst[r] = got
+    merged: dict[tuple[str, str], list[float]] = {}  # two interfaces an agent names alike: one sample
+    for m, worst in enumerate(worst_of):
+        if worst is None:
+            continue
+        key = (str(ports[m]), sensors.modules[m][1])
+        have = merged.get(key)
+        merged[key] = worst if have is None else [
+            min(a, b) if r < _WORST_LOW else max(a, b) for r, (a, b) in enumerate(zip(have, worst, strict=True))
+        ]  # fmt: skip
     samples = [
         DomSample(at, switch, port, component, *(None if math.isinf(v) else v for v in worst))
-        for (port, component), worst in sorted(modules.items())
+        for (port, component), worst in sorted(merged.items())
     ]
     return samples, counts
 
@@ -348,35 +387,65 @@ def decode(
 
 
 class DomPoller:
-    """One switch's DOM over SNMP: its cached sensor plan, and one DOM poll."""
+    """One switch's DOM over SNMP: its cached entity tables and sensor plan, and one DOM poll."""
 
     def __init__(self, switch: str, count_invalid: Invalid) -> None:
         self.switch = switch
         self.count_invalid = count_invalid
         self.plan: SensorPlan | None = None
-        self.polls = 0
+        self.polls = 0  # since the plan was last made
         self.unmapped = 0  # sensors skipped so far: no entity maps them to an interface
-        self.refreshes = 0
+        self.refreshes = 0  # reads of every entity table
+        self.replans = 0  # re-plans from the tables kept (entLastChangeTime unmoved, a status changed)
+        self.checks = 0  # periodic checks
+        self._tree = EntityTree()
+        self._static: dict[str, dict[str, Value]] = {}
+        self._stamp: int | None = None  # entLastChangeTime at the last read; None: not served
 
     def invalidate(self) -> None:
         """Re-read the entity tables at the next poll (a reboot may renumber them)."""
         self.plan = None
 
-    async def _refresh(self, walk: Walk) -> SensorPlan:
+    async def _read_tables(self, walk: Walk, get: Get) -> SensorPlan:
+        self._stamp = await _last_change(get)  # first: a change while the tables are read shows next time
         physical = await walk(ENT_PHYSICAL, None)
         alias = await walk(ENT_ALIAS, None)
-        self.plan = plan(EntityTree.from_walk(physical, alias), await walk(SENSOR_STATIC, None))
-        self.polls = 0
+        self._static = await walk(SENSOR_STATIC, None)
+        self._tree = EntityTree.from_walk(physical, alias)
         self.refreshes += 1
+        return self._replan()
+
+    async def _check(self, walk: Walk, get: Get, known: int) -> SensorPlan:
+        """The periodic check: oper status only while entLastChangeTime stands still, else every table."""
+        self.checks += 1
+        stamp = await _last_change(get)
+        if stamp is None or stamp != self._stamp or self.plan is None:
+            return await self._read_tables(walk, get)
+        status = (await walk(SENSOR_STATUS, known or None)).get("status", {})
+        if status == self._static.get("status"):
+            self.polls = 0
+            return self.plan  # nothing moved: the plan stands
+        self._static["status"] = status
+        self.replans += 1
+        return self._replan()
+
+    def _replan(self) -> SensorPlan:
+        self.plan = plan(self._tree, self._static)
+        self.polls = 0
         return self.plan
 
-    async def poll(self, walk: Walk, if_names: Mapping[str, str], at_ns: int) -> list[DomSample]:
-        """Walk the sensors' values (and the entity tables when stale); the samples of mapped transceivers."""
-        fresh = self.plan is None or self.polls >= REFRESH_POLLS
-        sensors = await self._refresh(walk) if fresh or self.plan is None else self.plan
+    async def poll(self, walk: Walk, get: Get, if_names: Mapping[str, str], at_ns: int) -> list[DomSample]:
+        """Walk the sensors' values (and the entity tables when due); the samples of mapped transceivers."""
+        read = self.refreshes
+        if self.plan is None:
+            sensors = await self._read_tables(walk, get)
+        elif self.polls >= REFRESH_POLLS:
+            sensors = await self._check(walk, get, len(self.plan.known))
+        else:
+            sensors = self.plan
         values = (await walk(SENSOR_LIVE, len(sensors.known) or None)).get("value", {})
-        if not fresh and any(i not in sensors.known for i in values):
-            sensors = await self._refresh(walk)  # a new sensor (a module plugged in): describe it now
+        if read == self.refreshes and any(i not in sensors.known for i in values):
+            sensors = await self._read_tables(walk, get)  # a new sensor (a module plugged in): describe it now
             values = (await walk(SENSOR_LIVE, len(sensors.known) or None)).get("value", {})
         self.polls += 1
         at = datetime.fromtimestamp(at_ns / 1e9, tz=UTC)
@@ -385,3 +454,9 @@ class DomPoller:
             self.count_invalid(f"ENTITY-SENSOR-MIB: {kind}", n)
         self.unmapped += counts.unmapped
         return samples
+
+
+async def _last_change(get: Get) -> int | None:
+    """The agent's entLastChangeTime (TimeTicks), None when it does not serve one."""
+    value = (await get([ENT_LAST_CHANGE])).get(ENT_LAST_CHANGE)
+    return value if isinstance(value, int) and value.__class__ is int else None

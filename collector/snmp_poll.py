@@ -220,7 +220,7 @@ class SwitchPoller:
             return _by_field(columns, walked)
 
         async with limiter:
-            return await self.dom.poll(walk, self.cache.names, time.time_ns())
+            return await self.dom.poll(walk, client.get, self.cache.names, time.time_ns())
 
     async def close(self) -> None:
         """Close the sessions (the counters' and DOM's)."""

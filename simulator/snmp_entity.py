@@ -11,6 +11,10 @@ What is served (:mod:`simulator.snmp_mib` binds these rows to the tables):
   MIB says a port entity maps to its interface. That, with entPhysicalContainedIn, is the only
   link from a sensor to its interface; names carry none (the collector never reads one from them).
 * ENTITY-SENSOR-MIB (RFC 3433) entPhySensorTable ``1.3.6.1.2.1.99.1.1`` for the sensors.
+* entLastChangeTime ``1.3.6.1.2.1.47.1.4.1.0``: sysUpTime at the latest oper change of any port
+  (0 if none since boot). The entity rows change only when an optic is pulled or put back, and
+  both change the port's oper status, so this moves at least whenever they change: a collector
+  that trusts it never keeps a stale table, at the price of a re-read after a mere flap.
 
 How a sensor is presented follows real agents' ENTITY-SENSOR-MIB, not CISCO-ENTITY-SENSOR-MIB's
 dBm(14) type, which the standard MIB lacks (its "other" with a "dBm" units display is the only
@@ -40,7 +44,7 @@ from typing import Protocol, runtime_checkable
 
 from simulator.optics import OpticReading
 from simulator.snmp_ber import GAUGE32, INTEGER, OBJECT_IDENTIFIER, OCTET_STRING, OID, TIMETICKS
-from simulator.snmp_tables import Column, MibContext, Table
+from simulator.snmp_tables import Column, MibContext, Scalar, Table
 from simulator.view import PortCounters
 
 CHASSIS_INDEX = 1
@@ -195,6 +199,14 @@ def _text(s: str) -> bytes:
 
 _C = Column
 _TRUE, _FALSE = 1, 2  # TruthValue
+
+
+def last_change_ticks(ctx: MibContext) -> int:
+    """entLastChangeTime: the latest port oper change, as sysUpTime (see the module docstring)."""
+    return max((ctx.ticks_since_boot(p.last_change_ns) for p in ctx.ports), default=0)
+
+
+LAST_CHANGE = Scalar("entLastChangeTime", (1, 3, 6, 1, 2, 1, 47, 1, 4, 1), TIMETICKS, last_change_ticks)
 
 TABLES: tuple[Table, ...] = (
     Table("entPhysicalTable", (1, 3, 6, 1, 2, 1, 47, 1, 1, 1, 1), (

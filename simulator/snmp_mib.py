@@ -30,8 +30,8 @@ What is served (all numeric; ifIndex is ``PortCounters.if_index``):
   cpfcIfIndications .2) and cpfcIfPriorityTable (.813.1.2.1, index ifIndex.priority with
   priority 0..7 as cpfcIfPriorityValue: cpfcIfPriorityRequests .2,
   cpfcIfPriorityIndications .3).
-* ENTITY-MIB entPhysicalTable and entAliasMappingTable, ENTITY-SENSOR-MIB entPhySensorTable:
-  ports, their transceivers and DOM sensors (:mod:`simulator.snmp_entity`), read from the
+* ENTITY-MIB entPhysicalTable, entAliasMappingTable and entLastChangeTime, ENTITY-SENSOR-MIB
+  entPhySensorTable: ports, their transceivers and DOM sensors (:mod:`simulator.snmp_entity`), read from the
   view's ``transceivers`` at the snapshot's instant, only when one of those tables is walked.
 """
 
@@ -215,6 +215,7 @@ _DEFINITIONS: tuple[Scalar | Table, ...] = (
         _C(3, "cpfcIfPriorityIndications", COUNTER64, lambda r, c: r[0].pfc_rx[r[1]]),
     ), _pfc_priority_rows),
     *snmp_entity.TABLES,
+    snmp_entity.LAST_CHANGE,
 )  # fmt: skip
 
 #: Every object, in OID order (objects never nest, so this orders their instances too).

@@ -15,7 +15,7 @@ import contextlib
 import itertools
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import cast
 
 import asyncpg
@@ -26,7 +26,9 @@ from pydantic import SecretStr
 from collector.config import CollectorConfig
 from collector.pipeline import Pipeline
 from collector.records import LldpReading, PortReading, TargetState
-from collector.snmp import SnmpCollector
+from collector.snmp import SnmpCollector, open_poller
+from collector.snmp_dom import REFRESH_POLLS
+from collector.snmp_pysnmp import PysnmpEngines
 from collector.targets import SwitchTarget
 from fabric.model import FabricParams
 from simulator.runner import RunningSim, SimOptions, start_sim, stop_sim
@@ -235,3 +237,62 @@ async def test_an_entity_walk_that_never_answers_leaves_the_counters_on_time(sim
     assert collector.stats.polls_ok >= 4 and collector.stats.polls_failed == 0
     assert recorded.count("lf-g1-r3") >= 4  # the counters landed
     assert "lf-g1-r3:unreachable" not in recorded and collector.stats.states["lf-g1-r3"] == TargetState.CONNECTED
+
+
+async def test_the_periodic_check_rereads_the_entity_tables_only_when_entlastchangetime_moved(sim: RunningSim) -> None:
+    """The hourly check costs one scalar and the status column while the entity tables stand
+    still; an optic pulled (its rows gone, entLastChangeTime moved) makes the next check read
+    every table, and the optic put back (sensors the plan does not know) is read at once."""
+    assert sim.state is not None and sim.fabric is not None
+    switch = SWITCHES[1]
+    cabled = [p.name for p in sim.fabric.ports(switch) if p.peer is not None]
+    pulled = cabled[2]
+    engines = PysnmpEngines()
+    invalid: list[tuple[str, int]] = []
+    poller = open_poller(_targets(sim)[1], engines, 60.0, lambda what, n: invalid.append((what, n)), "auto", 60.0)
+    dom, client, limiter = poller.dom, poller.dom_client or poller.client, asyncio.Semaphore(1)
+    assert dom is not None
+
+    async def dom_poll(*, check: bool = False) -> tuple[set[str], int]:
+        await poller.poll(limiter)  # the interface names
+        if check:
+            dom.polls = REFRESH_POLLS  # the hour is up
+        before = client.varbinds
+        samples = await poller.poll_dom(limiter)
+        return {s.port for s in samples}, client.varbinds - before
+
+    try:
+        ports, _ = await dom_poll()
+        assert ports == set(cabled) and dom.refreshes == 1
+        assert dom.plan is not None
+        sensors = len(dom.plan.known)
+        ports, read = await dom_poll(check=True)
+        assert ports == set(cabled) and (dom.checks, dom.refreshes) == (1, 1)
+        assert read <= 2 * (sensors + 1) + 1  # the values, the oper status and entLastChangeTime: no entity table
+
+        fault = sim.state.apply({"kind": "link_down", "switch": switch, "port": pulled, "removed": True})
+        ports, _ = await _until_ports(dom_poll, lambda got: pulled not in got)
+        assert ports == set(cabled) - {pulled} and dom.refreshes == 1  # its sensors are gone from the values
+        ports, read = await dom_poll(check=True)
+        assert (dom.checks, dom.refreshes) == (2, 2) and read > 4 * sensors  # moved: every table again
+        assert ports == set(cabled) - {pulled}
+
+        assert sim.state.clear(fault.id)
+        ports, _ = await _until_ports(dom_poll, lambda got: pulled in got)
+        assert ports == set(cabled) and dom.refreshes == 3 and dom.checks == 2  # unknown sensors: at once
+        assert not invalid, invalid
+    finally:
+        await poller.close()
+        engines.close()
+
+
+async def _until_ports(
+    dom_poll: Callable[[], Awaitable[tuple[set[str], int]]], done: Callable[[set[str]], bool], within_s: float = 5.0
+) -> tuple[set[str], int]:
+    """DOM polls until their ports satisfy ``done`` (the agent's snapshot lives half a second)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        got = await dom_poll()
+        if done(got[0]) or time.monotonic() > deadline:
+            return got
+        await asyncio.sleep(0.1)

@@ -29,7 +29,9 @@ from pydantic import SecretStr
 
 from collector.config import CollectorConfig
 from collector.records import LldpReading, PortReading, TargetState
-from collector.snmp import SnmpCollector
+from collector.snmp import SnmpCollector, open_poller
+from collector.snmp_dom import REFRESH_POLLS
+from collector.snmp_pysnmp import PysnmpEngines
 from collector.targets import SwitchTarget
 from store.dom import DomSample
 from tests.support.snmpsim import column, parse_snmprec, recording, serving
@@ -149,3 +151,26 @@ async def test_recorded_transceivers_with_alias_mapping_give_their_values(arista
     assert e5.laser_bias_ma == pytest.approx(5.09)
     assert e5.temperature_c == pytest.approx(22.9)
     assert by_port["Ethernet50"].rx_power_dbm == pytest.approx(10 * math.log10(0.0004))  # 4 = 0.4 µW: dark
+
+
+async def test_the_recordings_entlastchangetime_keeps_the_hourly_check_to_the_status_column(
+    arista: tuple[str, int],
+) -> None:
+    """The recorded agent serves entLastChangeTime (a fixed TimeTicks, as a switch whose modules
+    stayed put): the periodic check reads it and the status column, then samples as before."""
+    engines = PysnmpEngines()
+    target = SwitchTarget("arista", "snmp", arista[0], community=SecretStr("aliased"), timeout_s=3, retries=1,
+                          profile="arista-eos")  # fmt: skip
+    poller = open_poller(target, engines, 60.0, lambda what, n: None, "auto", 60.0)
+    dom, limiter = poller.dom, asyncio.Semaphore(1)
+    assert dom is not None
+    try:
+        await poller.poll(limiter)
+        first = await poller.poll_dom(limiter)
+        dom.polls = REFRESH_POLLS
+        again = await poller.poll_dom(limiter)
+    finally:
+        await poller.close()
+        engines.close()
+    assert (dom.refreshes, dom.checks) == (1, 1)
+    assert len(first) > 0 and [s.port for s in again] == [s.port for s in first]

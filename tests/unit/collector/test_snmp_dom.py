@@ -72,6 +72,8 @@ def test_other_types_are_not_dom(kind: int, units: str) -> None:
         (6, 8, 4, 2_000_000_000, "out_of_range"),  # beyond SensorValue
         (6, 18, 4, 100, "out_of_range"),  # no such scale
         (6, 0, 4, 100, "out_of_range"),
+        (6, 2**63, 4, 100, "out_of_range"),  # a scale whose power of ten would overflow a float
+        (6, 8, -(2**63), 100, "out_of_range"),
         (6, 8, 10, 100, "out_of_range"),  # precision is -8..9
         (8, 9, 0, 500, "out_of_range"),  # 500 °C
         (5, 9, 0, 2, "out_of_range"),  # 2 A of laser bias
