@@ -23,9 +23,11 @@ Benign events must lead to no checkpoint and no drain (and, ideally, no incident
 recovers at once, a PFC burst shorter than the storm threshold, a collector restart, a planned
 reboot of a switch inside a maintenance window that covers it (its incidents, if any, say
 ``maintenance`` and observe), a short burst of FEC errors that recovers (``fec_burst``), a dirty
-connector (a step of optical loss, then stable: nothing to predict) and a database blip (every
-fabricmon session to the database cut at once, as a failover or a restart does). (A switch clock
-step and a counter clear are not drawn yet: the simulator cannot do either at run time.)
+connector (a step of optical loss, then stable: nothing to predict), a database blip (every
+fabricmon session to the database cut at once, as a failover or a restart does), a counter clear
+(an operator's ``clear counters`` on a switch: every port restarts from 0) and a clock step (a
+gNMI switch's clock jumps 5 to 120 s either way, as an NTP step does, and back when it clears;
+the larger steps are past the collector's skew bound).
 
 A campaign is a list of :class:`Planned` events; the runner applies them, up to K at once at
 unrelated places (:attr:`Planned.footprint` disjoint), and times them.
@@ -43,7 +45,9 @@ from fabric.model import Fabric, PortInfo, Role
 FAULT_KINDS = ("link_down", "link_flap", "speed_degrade", "pfc_storm", "error_burst", "miswire",
                "switch_unreachable", "reboot", "snmp_slow")  # fmt: skip
 BENIGN_KINDS = ("flap_once", "pfc_burst", "collector_restart", "planned_reboot", "fec_burst", "dirty_connector",
-                "db_blip")  # fmt: skip
+                "db_blip", "counter_clear", "clock_step")  # fmt: skip
+#: The clock steps drawn (seconds): small ones within the collector's skew bound (30 s), large past it.
+CLOCK_STEPS_S = (-120.0, -45.0, 5.0, 45.0, 120.0)
 #: A footprint that conflicts with every other: the event touches the whole fabric.
 EVERYWHERE = "*"
 
@@ -76,6 +80,7 @@ class _Places:
         self.leaves = [s for s in self.switches if fabric.switches[s].role == Role.LEAF]
         self.upper = [s for s in self.switches if fabric.switches[s].role != Role.LEAF]
         self.snmp = sorted(snmp_switches)
+        self.gnmi = sorted(set(self.switches) - set(self.snmp))
         self.server_ports: list[PortInfo] = []
         self.fabric_ports: list[PortInfo] = []
         for sw in self.switches:
@@ -211,10 +216,14 @@ def _benign(places: _Places, rng: random.Random, kind: str, id_: str) -> Planned
     if kind in ("collector_restart", "db_blip"):
         return Planned(id_, kind, True, {"kind": kind}, frozenset({EVERYWHERE}), must_detect=False,
                        footprint=frozenset({EVERYWHERE}))  # fmt: skip
-    if kind == "planned_reboot":
-        sw = rng.choice(places.switches)
+    if kind in ("planned_reboot", "counter_clear", "clock_step"):
+        sw = rng.choice(places.gnmi if kind == "clock_step" and places.gnmi else places.switches)
         near = frozenset(places.neighbours(sw))
         spec: dict[str, Any] = {"kind": "reboot", "switch": sw, "boot_s": 5}
+        if kind == "counter_clear":
+            spec = {"kind": "counter_clear", "switch": sw}
+        elif kind == "clock_step":
+            spec = {"kind": "clock_step", "switch": sw, "step_s": rng.choice(CLOCK_STEPS_S)}
         return Planned(id_, kind, True, spec, frozenset({sw}) | near, must_detect=False,
                        footprint=frozenset({sw}) | near)  # fmt: skip
     p = rng.choice(places.server_ports)

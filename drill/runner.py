@@ -288,7 +288,8 @@ class _Drill:
                 hosts = hosts | {str(applied["swapped_with"]).partition(":")[0]}
         if ev.benign:
             holds = {"flap_once": 2.0, "pfc_burst": 0.8 * interval, "planned_reboot": 5 + 4 * interval,
-                     "fec_burst": float(ev.spec.get("duration_s", 0.0)), "dirty_connector": 6 * interval}  # fmt: skip
+                     "fec_burst": float(ev.spec.get("duration_s", 0.0)), "dirty_connector": 6 * interval,
+                     "counter_clear": 4 * interval, "clock_step": 6 * interval}  # fmt: skip
             hold = holds.get(ev.kind, 0.0)
             await asyncio.sleep(hold)
         elif ev.must_detect:

@@ -12,6 +12,10 @@ faults compose and clearing one leaves the others in force. Choices:
 * ``link_down`` with ``removed``: the cable goes down as for a plain ``link_down`` and the
   port is marked not present (:attr:`SimPort.removed`) until the fault clears.
 * ``snmp_slow``: recorded on the switch; the SNMP agent reads it from ``SwitchInfo``.
+* ``counter_clear``: every port of the switch re-based at ``t`` (as a reboot does, without the
+  boot) and the switch's ``cleared_ns`` set; clearing the fault undoes nothing.
+* ``clock_step``: recorded on the switch (``clock_steps``); the gNMI server reads the sum from
+  ``SwitchInfo`` and adds it to the device clock; clearing the fault steps the clock back.
 * the optics kinds (``optic_degrade``, ``laser_aging``, ``dirty_connector``, ``fec_burst``):
   recorded on the port's transceiver (:mod:`simulator.optics`); when the optic will fail, that
   instant is scheduled and the cable goes down then, until the fault clears (the optic is
@@ -42,22 +46,8 @@ def start(state: FabricState, fault: AppliedFault, t: int) -> None:
     kind = spec.kind
     if kind is FaultKind.MISWIRE:
         _miswire(state, fault, t, undo=False)
-    elif kind is FaultKind.SWITCH_UNREACHABLE:
-        sw = wiring.switches[fault.switch]
-        sw.unreachable.add(fid)
-        wiring.changed[(sw.name, None)] = None
-    elif kind is FaultKind.REBOOT:
-        assert spec.boot_s is not None
-        sw = wiring.switches[fault.switch]
-        sw.booting.add(fid)
-        for port in sw.ports:
-            wiring.refresh(port.wire, t)
-        wiring.reset(sw, t)
-        wiring.changed[(sw.name, None)] = None
-        state.schedule(t + round(spec.boot_s * 1e9), _once(state, fault, _boot_done))
-    elif kind is FaultKind.SNMP_SLOW:
-        assert spec.delay_s is not None
-        wiring.switches[fault.switch].snmp_delay[fid] = spec.delay_s
+    elif spec.port is None:
+        _switch_start(state, fault, t)
     else:
         assert spec.port is not None
         port = wiring.port(fault.switch, spec.port)
@@ -89,14 +79,8 @@ def stop(state: FabricState, fault: AppliedFault, t: int) -> None:
     kind = spec.kind
     if kind is FaultKind.MISWIRE:
         _miswire(state, fault, t, undo=True)
-    elif kind is FaultKind.SWITCH_UNREACHABLE:
-        sw = wiring.switches[fault.switch]
-        sw.unreachable.discard(fid)
-        wiring.changed[(sw.name, None)] = None
-    elif kind is FaultKind.REBOOT:
-        _boot_done(state, fault, t)
-    elif kind is FaultKind.SNMP_SLOW:
-        wiring.switches[fault.switch].snmp_delay.pop(fid, None)
+    elif spec.port is None:
+        _switch_stop(state, fault, t)
     else:
         assert spec.port is not None
         port = wiring.port(fault.switch, spec.port)
@@ -114,6 +98,47 @@ def stop(state: FabricState, fault: AppliedFault, t: int) -> None:
         wiring.storms.pop(fid, None)
         wiring.bursts.pop(fid, None)
         wiring.refresh(wire, t)
+
+
+def _switch_start(state: FabricState, fault: AppliedFault, t: int) -> None:
+    """The kinds that act on a whole switch."""
+    wiring, spec, fid = state.wiring, fault.spec, fault.id
+    sw = wiring.switches[fault.switch]
+    kind = spec.kind
+    if kind is FaultKind.SWITCH_UNREACHABLE:
+        sw.unreachable.add(fid)
+        wiring.changed[(sw.name, None)] = None
+    elif kind is FaultKind.REBOOT:
+        assert spec.boot_s is not None
+        sw.booting.add(fid)
+        for port in sw.ports:
+            wiring.refresh(port.wire, t)
+        wiring.reset(sw, t)
+        wiring.changed[(sw.name, None)] = None
+        state.schedule(t + round(spec.boot_s * 1e9), _once(state, fault, _boot_done))
+    elif kind is FaultKind.SNMP_SLOW:
+        assert spec.delay_s is not None
+        sw.snmp_delay[fid] = spec.delay_s
+    elif kind is FaultKind.COUNTER_CLEAR:
+        wiring.clear_counters(sw, t)
+    elif kind is FaultKind.CLOCK_STEP:
+        assert spec.step_s is not None
+        sw.clock_steps[fid] = round(spec.step_s * 1e9)
+
+
+def _switch_stop(state: FabricState, fault: AppliedFault, t: int) -> None:
+    wiring, kind, fid = state.wiring, fault.spec.kind, fault.id
+    sw = wiring.switches[fault.switch]
+    if kind is FaultKind.SWITCH_UNREACHABLE:
+        sw.unreachable.discard(fid)
+        wiring.changed[(sw.name, None)] = None
+    elif kind is FaultKind.REBOOT:
+        _boot_done(state, fault, t)
+    elif kind is FaultKind.SNMP_SLOW:
+        sw.snmp_delay.pop(fid, None)
+    elif kind is FaultKind.CLOCK_STEP:
+        sw.clock_steps.pop(fid, None)
+    # a counter clear stays: cleared counters do not come back
 
 
 def _once(

@@ -25,6 +25,12 @@ laser_aging            port, ma_per_hour (0.5): laser bias rises at constant tx 
                        laser dies
 dirty_connector        port, loss_db (2): a step loss, then stable (benign below the margin)
 fec_burst              port, duration_s (30): a short burst of high FEC bins that recovers
+counter_clear          (none): an operator's ``clear counters``: every port's counters restart
+                       from 0 at once, and its last-clear (gNMI) and ifCounterDiscontinuityTime
+                       (SNMP) say when; clearing the fault changes nothing (counters stay cleared)
+clock_step             step_s (90; negative: back): the switch's clock jumps (an NTP step) and
+                       stays stepped until the fault clears (stepped back): gNMI timestamps,
+                       last-change and last-clear move with it; SNMP (relative to boot) does not
 =====================  =====================================================================
 
 The four optics kinds act on the port's transceiver (:mod:`simulator.optics`); rates are per
@@ -93,6 +99,8 @@ class FaultKind(StrEnum):
     LASER_AGING = "laser_aging"
     DIRTY_CONNECTOR = "dirty_connector"
     FEC_BURST = "fec_burst"
+    COUNTER_CLEAR = "counter_clear"
+    CLOCK_STEP = "clock_step"
 
 
 #: The optional fields each kind takes, beyond ``id``, ``kind`` and ``switch``.
@@ -110,6 +118,8 @@ KIND_FIELDS: dict[FaultKind, frozenset[str]] = {
     FaultKind.LASER_AGING: frozenset({"port", "ma_per_hour"}),
     FaultKind.DIRTY_CONNECTOR: frozenset({"port", "loss_db"}),
     FaultKind.FEC_BURST: frozenset({"port", "duration_s"}),
+    FaultKind.COUNTER_CLEAR: frozenset(),
+    FaultKind.CLOCK_STEP: frozenset({"step_s"}),
 }
 #: The kinds acting on a port's transceiver (simulator.optics).
 OPTIC_KINDS = frozenset(
@@ -122,12 +132,12 @@ _DEFAULT_PERIOD_S = 10.0
 _MIN_PERIOD_S = 0.2
 _DEFAULT_RATE = {FaultKind.PFC_STORM: 5000.0, FaultKind.ERROR_BURST: 100.0}
 _MAX_RATE_PPS = 1e8
-_DEFAULT_BOOT_S = 5.0
-_MAX_BOOT_S = 600.0
-_DEFAULT_DELAY_S = 3.0
-_MAX_DELAY_S = 120.0
-#: (field, default, most) of the optics kinds' figure.
-_OPTIC_FIGURE: dict[FaultKind, tuple[str, float, float]] = {
+_DEFAULT_STEP_S = 90.0
+_MAX_STEP_S = 86_400.0  # a day, as --clock-skew-s
+#: (field, default, most) of the kinds with one figure, which must be above 0.
+_FIGURE: dict[FaultKind, tuple[str, float, float]] = {
+    FaultKind.REBOOT: ("boot_s", 5.0, 600.0),
+    FaultKind.SNMP_SLOW: ("delay_s", 3.0, 120.0),
     FaultKind.OPTIC_DEGRADE: ("db_per_hour", 1.0, 1e6),
     FaultKind.LASER_AGING: ("ma_per_hour", 0.5, 1e6),
     FaultKind.DIRTY_CONNECTOR: ("loss_db", 2.0, 40.0),
@@ -158,6 +168,7 @@ class FaultSpec:
     ma_per_hour: float | None = None
     loss_db: float | None = None
     duration_s: float | None = None
+    step_s: float | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FaultSpec:
@@ -209,6 +220,7 @@ _FIELD_TYPES: dict[str, type] = {
     "ma_per_hour": float,
     "loss_db": float,
     "duration_s": float,
+    "step_s": float,
 }
 
 
@@ -347,17 +359,23 @@ def _with_defaults(spec: FaultSpec, design_gbps: int) -> FaultSpec:
             if not 0 <= priority <= 7:
                 raise FaultError(f"field 'priority' must be 0..7 (got {priority})")
             spec = replace(spec, priority=priority)
-    elif kind is FaultKind.REBOOT:
-        spec = replace(spec, boot_s=_positive("boot_s", spec.boot_s, _DEFAULT_BOOT_S, 0.0, _MAX_BOOT_S))
-    elif kind is FaultKind.SNMP_SLOW:
-        spec = replace(spec, delay_s=_positive("delay_s", spec.delay_s, _DEFAULT_DELAY_S, 0.0, _MAX_DELAY_S))
-    elif kind in _OPTIC_FIGURE:
-        name, default, most = _OPTIC_FIGURE[kind]
+    elif kind in _FIGURE:
+        name, default, most = _FIGURE[kind]
         figure: dict[str, Any] = {name: _positive(name, getattr(spec, name), default, 0.0, most)}
         spec = replace(spec, **figure)
+    elif kind is FaultKind.CLOCK_STEP:
+        spec = replace(spec, step_s=_step(spec.step_s))
     elif kind is FaultKind.LINK_DOWN and spec.removed is False:
         spec = replace(spec, removed=None)  # the plain form: ``removed`` shows only when it is true
     return spec
+
+
+def _step(value: float | None) -> float:
+    """A clock step (or the default) checked: non-zero, and no more than a day either way."""
+    step = _DEFAULT_STEP_S if value is None else value
+    if not (step != 0.0 and abs(step) <= _MAX_STEP_S):
+        raise FaultError(f"field 'step_s' must be non-zero and within ±{_MAX_STEP_S:g} (got {step:g})")
+    return step
 
 
 def _positive(name: str, value: float | None, default: float, low: float, high: float) -> float:

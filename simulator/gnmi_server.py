@@ -167,7 +167,8 @@ class _Servicer:
         snap = Snapshot(self.view, speaker)
         out: list[bytes] = []
         for path, sels in zip(paths, plans, strict=True):
-            batch = Batch(snap.ts, speaker.device)  # the Notifications of each path apart (gNMI §3.3.2)
+            # the Notifications of each path apart (gNMI §3.3.2)
+            batch = Batch(snap.ts, speaker.device, clock_ns=snap.clock_ns)
             for sel in sels:
                 groups, offset = snap.groups(sel, encoding)
                 for g in groups:

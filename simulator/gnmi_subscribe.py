@@ -216,7 +216,7 @@ class SubscribeSession:
         return Snapshot(self._view, self.speaker)
 
     def _batch(self, snap: Snapshot) -> Batch:
-        return Batch(snap.ts, self.speaker.device, self._rng)
+        return Batch(snap.ts, self.speaker.device, self._rng, snap.clock_ns)
 
     async def _poll(self) -> None:
         while True:

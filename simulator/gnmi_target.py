@@ -137,6 +137,9 @@ class Snapshot:
     def __init__(self, view: FabricView, speaker: Speaker) -> None:
         self.view, self.speaker = view, speaker
         self.ts = view.now_ns()
+        info = view.switch(speaker.switch)
+        #: the device clock's distance from true time: its offset plus any ``clock_step``
+        self.clock_ns = speaker.device.clock_offset_ns + (info.clock_step_ns if info is not None else 0)
         self._ports: dict[int, list[PortCounters]] = {}
         self._lldp: list[LldpNeighbor] | None = None
         self._removed: frozenset[str] | None = None
@@ -147,7 +150,7 @@ class Snapshot:
         found = self._ports.get(offset_ns)
         if found is None:
             raw = self.view.ports(self.speaker.switch, self.ts + offset_ns)
-            skew = self.speaker.device.clock_offset_ns
+            skew = self.clock_ns
             if skew:  # the view hands out fresh objects per call (FabricView.ports)
                 for p in raw:
                     if p.last_change_ns:
@@ -199,8 +202,11 @@ class Snapshot:
 class Batch:
     """The Notifications of one instant, merged per (read offset, prefix, note), in device time."""
 
-    def __init__(self, ts: int, device: Device = DEFAULT_DEVICE, rng: random.Random | None = None) -> None:
-        self._ts = ts + device.clock_offset_ns
+    def __init__(
+        self, ts: int, device: Device = DEFAULT_DEVICE, rng: random.Random | None = None, clock_ns: int | None = None
+    ) -> None:
+        """``clock_ns``: the device clock's distance from true time (default: the device's offset)."""
+        self._ts = ts + (device.clock_offset_ns if clock_ns is None else clock_ns)
         self._jitter = device.jitter_ns
         self._rng = rng or random.Random()
         self._parts: dict[tuple[int, bytes, bytes], tuple[list[bytes], list[bytes]]] = {}

@@ -79,6 +79,7 @@ class SwitchInfo:
     reachable: bool  # False while a `switch_unreachable` fault (or a reboot) silences it
     snmp_delay_s: float = 0.0  # how late its SNMP agent answers (an ``snmp_slow`` fault)
     nos: str | None = None  # the NOS it runs, as the inventory says (its LLDP and ifIndex follow it)
+    clock_step_ns: int = 0  # how far its clock was stepped (``clock_step`` faults), added to gNMI times
 
 
 #: Called with (switch, port or None) whenever something ON_CHANGE subscribers care about changes

@@ -42,8 +42,8 @@ _GBPS = 1_000_000_000
 class SimSwitch:
     """One simulated switch; ``booting`` / ``unreachable`` hold the ids of the faults causing it."""
 
-    __slots__ = ("boot_ns", "booting", "by_name", "downs", "name", "nos", "ports", "role", "snmp_delay", "unreachable",
-                 "ups")  # fmt: skip
+    __slots__ = ("boot_ns", "booting", "by_name", "cleared_ns", "clock_steps", "downs", "name", "nos", "ports", "role",
+                 "snmp_delay", "unreachable", "ups")  # fmt: skip
 
     def __init__(self, name: str, role: Role, boot_ns: int, nos: str | None = None) -> None:
         self.name, self.role, self.boot_ns, self.nos = name, role, boot_ns, nos
@@ -54,6 +54,8 @@ class SimSwitch:
         self.booting: set[str] = set()
         self.unreachable: set[str] = set()
         self.snmp_delay: dict[str, float] = {}  # fault id -> seconds its SNMP answers are late
+        self.cleared_ns = 0  # the last ``clear counters`` (Unix ns), 0: none
+        self.clock_steps: dict[str, int] = {}  # fault id -> ns its clock was stepped by
 
 
 class SimPort:
@@ -187,10 +189,18 @@ class Wiring:
 
     def reset(self, sw: SimSwitch, t: int) -> None:
         """Restart every counter of ``sw`` from 0 at ``t`` (a reboot)."""
+        self._rebase(sw, t)
+        sw.boot_ns = t
+
+    def clear_counters(self, sw: SimSwitch, t: int) -> None:
+        """Restart every counter of ``sw`` from 0 at ``t``, the switch still up (``clear counters``)."""
+        self._rebase(sw, t)
+        sw.cleared_ns = t
+
+    def _rebase(self, sw: SimSwitch, t: int) -> None:
         self.settle(t)
         for port, counters in zip(sw.ports, self.evaluate(sw, t, raw=True), strict=True):
             port.base = counters
-        sw.boot_ns = t
 
     def settle(self, t: int) -> None:
         """Re-rate the flows of changed switches at ``t`` (leaves first, then the spines they feed)."""
@@ -292,7 +302,7 @@ class Wiring:
     def evaluate(self, sw: SimSwitch, t: int, *, raw: bool = False) -> list[PortCounters]:
         """Counters of every port of ``sw`` at ``t``, counted from its last reboot unless ``raw``."""
         phi = self.phase.phi(t)
-        clear = sw.boot_ns
+        clear = max(sw.boot_ns, sw.cleared_ns)
         out: list[PortCounters] = []
         append = out.append
         rx: tuple[int, ...]

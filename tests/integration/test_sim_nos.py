@@ -393,6 +393,42 @@ async def test_clock_skew_moves_every_time_the_switch_sends() -> None:
         await _stop(sim)
 
 
+async def test_a_clock_step_moves_what_the_switch_sends_until_it_steps_back() -> None:
+    """``clock_step`` (an NTP step): every time the switch sends over gNMI moves by the step, on
+    top of its own offset; the counters do not; clearing the fault steps the clock back."""
+    sim = await _start(clock_skew_s=10.0, seed=3)
+    try:
+        offset = sim.devices.offsets()[OC]
+        fault = sim.view.apply({"kind": "clock_step", "switch": OC, "step_s": -120.0})
+        for step in (-120 * SECOND, 0):
+            t = sim.clock.freeze()
+            notes = await until_sync(await subscribe(sim, request(OC, f"/interfaces/interface[name={PORT}]/state")))
+            assert {n.timestamp for n in notes} == {t + offset + step}
+            values = {k.rpartition("/")[2]: v for n in notes for k, v in leaf_values(n).items()}
+            truth = sim.port(OC, PORT, t)
+            assert values["last-clear"] == truth.last_clear_ns + offset + step
+            assert values["in-octets"] == truth.in_octets  # the counters do not move with the clock
+            assert sim.view.clear(fault.id) or step == 0
+    finally:
+        await _stop(sim)
+
+
+async def test_clear_counters_restarts_them_and_says_when_in_last_clear() -> None:
+    sim = await _start()
+    try:
+        t0 = sim.clock.freeze()
+        sim.clock.frozen = t = t0 + 2 * SECOND  # two seconds of traffic, then the clear
+        before = sim.port(OC, PORT, t)
+        sim.view.apply({"kind": "counter_clear", "switch": OC})
+        notes = await until_sync(await subscribe(sim, request(OC, f"/interfaces/interface[name={PORT}]/state")))
+        values = {k.rpartition("/")[2]: v for n in notes for k, v in leaf_values(n).items()}
+        assert before.in_octets > 0 and values["in-octets"] == 0 and values["last-clear"] == t
+        info = sim.view.switch(OC)
+        assert info is not None and info.boot_time_ns < t and info.reachable  # no reboot
+    finally:
+        await _stop(sim)
+
+
 async def test_clock_jitter_stamps_each_notification_apart() -> None:
     sim = await _start(clock_jitter_ms=50.0)
     try:

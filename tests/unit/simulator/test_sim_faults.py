@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from fabric.model import Endpoint, FabricParams, LinkKind, Role
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState
-from simulator.faults import PORT_KINDS, FaultConflict, FaultError, FaultKind
+from simulator.faults import PORT_KINDS, FaultConflict, FaultError, FaultKind, first_uplink
 from simulator.traffic import link_capacity, pause_share
 from simulator.view import PortCounters
 
@@ -76,6 +76,9 @@ class Sim:
         ({"kind": "link_flap", "switch": "lf-g1-r1", "period_s": 0.01}, "'period_s' must be"),
         ({"kind": "link_flap", "switch": "lf-g1-r1", "count": 0}, "'count' must be >= 1"),
         ({"kind": "reboot", "switch": "lf-g1-r1", "boot_s": float("nan")}, "must be finite"),
+        ({"kind": "clock_step", "switch": "lf-g1-r1", "step_s": 0}, "'step_s' must be non-zero"),
+        ({"kind": "clock_step", "switch": "lf-g1-r1", "step_s": -90_000}, "within ±86400"),
+        ({"kind": "counter_clear", "switch": "lf-g1-r1", "port": "swp1"}, "'port' does not apply"),
         ({"kind": "miswire", "server": "srv-g1-001", "gpu": 1}, "needs field 'to_leaf'"),
         ({"kind": "miswire", "server": "srv-g9-001", "gpu": 1, "to_leaf": "lf-g1-r2"}, "unknown server"),
         ({"kind": "miswire", "server": "srv-g1-001", "gpu": 9, "to_leaf": "lf-g1-r2"}, "'gpu' must be 1..8"),
@@ -284,6 +287,40 @@ def test_reboot_restarts_counters_and_bounces_every_link():
     assert theirs2.out_octets > peer_before.out_octets  # the peer never restarted
 
 
+def test_counter_clear_restarts_every_counter_without_a_reboot():
+    sim = Sim()
+    up = first_uplink(FABRIC, "lf-g1-r1")
+    peer = sim.peer("lf-g1-r1", up)
+    sim.wait(2)
+    boot = sim.state.switch("lf-g1-r1")
+    peer_before = sim.port(*peer)
+    links = {p.name: (p.oper_up, p.last_change_ns) for p in sim.state.ports("lf-g1-r1")}
+    fault = sim.state.apply({"kind": "counter_clear", "switch": "lf-g1-r1"})
+    for p in sim.state.ports("lf-g1-r1"):
+        assert all(getattr(p, f) == 0 for f in COUNTERS) and p.last_clear_ns == sim.now
+        assert (p.oper_up, p.last_change_ns) == links[p.name]  # no link moved
+    info = sim.state.switch("lf-g1-r1")
+    assert boot is not None and info is not None and info.boot_time_ns == boot.boot_time_ns and info.reachable
+    assert sim.port(*peer).in_octets == peer_before.in_octets  # the peer's counters are its own
+    sim.wait(2)
+    mine, theirs = sim.port("lf-g1-r1", up), sim.port(*peer)
+    assert 0 < mine.out_octets < theirs.in_octets  # counting again, from the clear
+    assert sim.state.clear(fault.id)
+    assert sim.port("lf-g1-r1", up).out_octets == mine.out_octets  # cleared counters stay cleared
+
+
+def test_clock_step_is_the_switchs_until_cleared_and_moves_no_counter():
+    sim = Sim()
+    before = sim.port("sp-r1-1", "swp1")
+    fault = sim.state.apply({"kind": "clock_step", "switch": "sp-r1-1", "step_s": -45.5})
+    info = sim.state.switch("sp-r1-1")
+    assert info is not None and info.clock_step_ns == -45_500_000_000
+    assert sim.port("sp-r1-1", "swp1") == before  # time in the view is true time
+    assert fault.spec.step_s == -45.5 and sim.state.switch("sp-r1-2").clock_step_ns == 0  # type: ignore[union-attr]
+    assert sim.state.clear(fault.id)
+    assert sim.state.switch("sp-r1-1").clock_step_ns == 0  # type: ignore[union-attr]
+
+
 # -- random timelines -----------------------------------------------------------------------
 
 SWITCHES = list(FABRIC.switches)
@@ -315,6 +352,8 @@ def faults(draw: st.DrawFn) -> dict[str, Any]:
         spec["rate_pps"] = draw(st.sampled_from([1.0, 1000.0]))
     elif kind is FaultKind.REBOOT:
         spec["boot_s"] = draw(st.sampled_from([0.5, 2.0]))
+    elif kind is FaultKind.CLOCK_STEP:
+        spec["step_s"] = draw(st.sampled_from([-120.0, 5.0]))
     return spec
 
 
@@ -339,7 +378,7 @@ def run(ops: list[tuple[str, Any]], seed: int, *, sample: bool = True):
                 fault = sim.state.apply(arg)
             except FaultConflict:
                 continue
-            if fault.spec.kind is FaultKind.REBOOT:
+            if fault.spec.kind in (FaultKind.REBOOT, FaultKind.COUNTER_CLEAR):  # counters restart
                 rebooted.add(fault.switch)
         elif op == "clear" and sim.state.active():
             active = sim.state.active()
