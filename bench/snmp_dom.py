@@ -29,7 +29,7 @@ from pydantic import SecretStr
 from bench.simproc import simulator
 from bench.snmp_collector import snmp_switches
 from collector.snmp import open_poller
-from collector.snmp_dom import REFRESH_POLLS, DomPoller, Get, Walk
+from collector.snmp_dom_poller import REFRESH_POLLS, DomPoller, Get, Walk
 from collector.snmp_pysnmp import PysnmpEngines
 from collector.targets import SwitchTarget
 from store.dom import DomSample

@@ -20,11 +20,7 @@ DOM and are ignored. Sensors not ok(1) in entPhySensorOperStatus are not reporte
 What a sensor is (its type, scale, precision, units, status, interface, transceiver and role) is
 resolved once per read of the entity tables (:func:`plan`); a DOM poll walks only
 entPhySensorValue and applies the plan (:func:`apply_plan`): the per-poll cost is one column.
-The tables are read at the first poll, after a reboot and when an unknown sensor answers (a
-module plugged in). Every :data:`REFRESH_POLLS` polls the plan is checked: where the agent's
-entLastChangeTime (RFC 6933: sysUpTime at the last change of any entity row) is where it was at
-the last read, only the sensors' oper status is re-read and the plan re-made from the tables kept;
-otherwise, or on an agent that does not serve it, every table is read again.
+When the tables are read is :mod:`collector.snmp_dom_poller`'s business.
 
 A module with several lanes reports per lane; the sample keeps the worst lane (lowest rx and tx
 power, highest bias, highest temperature), as :mod:`collector.optics_decode` does. Every value
@@ -39,22 +35,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from collector import snmp_lldp
 from collector.gnmi_values import NOT_A_NUMBER, OUT_OF_RANGE, WRONG_TYPE, Bad
-from collector.oids import (
-    ENT_ALIAS,
-    ENT_LAST_CHANGE,
-    ENT_PHYSICAL,
-    IF_INDEX_COLUMN,
-    SENSOR_LIVE,
-    SENSOR_STATIC,
-    SENSOR_STATUS,
-    Column,
-)
+from collector.oids import IF_INDEX_COLUMN
 from collector.optics_decode import BOUNDS
 from collector.snmp_walk import Value
 from store.dom import DomSample
@@ -72,9 +59,6 @@ SCALE_RANGE = range(1, 18)
 MAX_DEPTH = 16
 #: Characters kept of a component name.
 MAX_NAME = 64
-#: The plan is checked after this many DOM polls (an hour at the default 60 s): oper status re-read,
-#: or every table where entLastChangeTime moved. Unknown sensors and reboots re-read them at once.
-REFRESH_POLLS = 60
 UNMAPPED = "dom sensor unmapped"
 NO_DIRECTION = "dom power sensor without direction"
 
@@ -82,9 +66,6 @@ _TOKENS = re.compile(r"[a-z0-9]+")
 _RX = frozenset({"rx", "receive", "received", "receiver", "input", "rcv"})
 _TX = frozenset({"tx", "transmit", "transmitted", "transmitter", "output", "xmit"})
 
-Walk = Callable[[Sequence[Column], int | None], Awaitable[dict[str, dict[str, Value]]]]
-#: GET of scalar instances; the ones the agent lacks are absent from the answer.
-Get = Callable[[Sequence[str]], Awaitable[Mapping[str, Value]]]
 Invalid = Callable[[str, int], None]
 
 
@@ -384,79 +365,3 @@ def decode(
     """:func:`plan` then :func:`apply_plan` in one go (``live["status"]``, if given, overrides the static one)."""
     merged = {**static, "status": {**static.get("status", {}), **live.get("status", {})}}
     return apply_plan(at, switch, plan(tree, merged), live.get("value", {}), if_names)
-
-
-class DomPoller:
-    """One switch's DOM over SNMP: its cached entity tables and sensor plan, and one DOM poll."""
-
-    def __init__(self, switch: str, count_invalid: Invalid) -> None:
-        self.switch = switch
-        self.count_invalid = count_invalid
-        self.plan: SensorPlan | None = None
-        self.polls = 0  # since the plan was last made
-        self.unmapped = 0  # sensors skipped so far: no entity maps them to an interface
-        self.refreshes = 0  # reads of every entity table
-        self.replans = 0  # re-plans from the tables kept (entLastChangeTime unmoved, a status changed)
-        self.checks = 0  # periodic checks
-        self._tree = EntityTree()
-        self._static: dict[str, dict[str, Value]] = {}
-        self._stamp: int | None = None  # entLastChangeTime at the last read; None: not served
-
-    def invalidate(self) -> None:
-        """Re-read the entity tables at the next poll (a reboot may renumber them)."""
-        self.plan = None
-
-    async def _read_tables(self, walk: Walk, get: Get) -> SensorPlan:
-        self._stamp = await _last_change(get)  # first: a change while the tables are read shows next time
-        physical = await walk(ENT_PHYSICAL, None)
-        alias = await walk(ENT_ALIAS, None)
-        self._static = await walk(SENSOR_STATIC, None)
-        self._tree = EntityTree.from_walk(physical, alias)
-        self.refreshes += 1
-        return self._replan()
-
-    async def _check(self, walk: Walk, get: Get, known: int) -> SensorPlan:
-        """The periodic check: oper status only while entLastChangeTime stands still, else every table."""
-        self.checks += 1
-        stamp = await _last_change(get)
-        if stamp is None or stamp != self._stamp or self.plan is None:
-            return await self._read_tables(walk, get)
-        status = (await walk(SENSOR_STATUS, known or None)).get("status", {})
-        if status == self._static.get("status"):
-            self.polls = 0
-            return self.plan  # nothing moved: the plan stands
-        self._static["status"] = status
-        self.replans += 1
-        return self._replan()
-
-    def _replan(self) -> SensorPlan:
-        self.plan = plan(self._tree, self._static)
-        self.polls = 0
-        return self.plan
-
-    async def poll(self, walk: Walk, get: Get, if_names: Mapping[str, str], at_ns: int) -> list[DomSample]:
-        """Walk the sensors' values (and the entity tables when due); the samples of mapped transceivers."""
-        read = self.refreshes
-        if self.plan is None:
-            sensors = await self._read_tables(walk, get)
-        elif self.polls >= REFRESH_POLLS:
-            sensors = await self._check(walk, get, len(self.plan.known))
-        else:
-            sensors = self.plan
-        values = (await walk(SENSOR_LIVE, len(sensors.known) or None)).get("value", {})
-        if read == self.refreshes and any(i not in sensors.known for i in values):
-            sensors = await self._read_tables(walk, get)  # a new sensor (a module plugged in): describe it now
-            values = (await walk(SENSOR_LIVE, len(sensors.known) or None)).get("value", {})
-        self.polls += 1
-        at = datetime.fromtimestamp(at_ns / 1e9, tz=UTC)
-        samples, counts = apply_plan(at, self.switch, sensors, values, if_names)
-        for kind, n in counts.invalid.items():
-            self.count_invalid(f"ENTITY-SENSOR-MIB: {kind}", n)
-        self.unmapped += counts.unmapped
-        return samples
-
-
-async def _last_change(get: Get) -> int | None:
-    """The agent's entLastChangeTime (TimeTicks), None when it does not serve one."""
-    value = (await get([ENT_LAST_CHANGE])).get(ENT_LAST_CHANGE)
-    return value if isinstance(value, int) and value.__class__ is int else None

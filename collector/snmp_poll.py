@@ -50,7 +50,7 @@ from collector.oids import (
 )
 from collector.records import COUNTER_FIELDS, PFC_TOTAL_WRAP32, LldpReading, PortReading
 from collector.snmp_client import SnmpClient
-from collector.snmp_dom import DomPoller
+from collector.snmp_dom_poller import DomPoller
 from collector.snmp_walk import Value, Walked
 from store.dom import DomSample
 

@@ -27,7 +27,7 @@ from collector.config import CollectorConfig
 from collector.pipeline import Pipeline
 from collector.records import LldpReading, PortReading, TargetState
 from collector.snmp import SnmpCollector, open_poller
-from collector.snmp_dom import REFRESH_POLLS
+from collector.snmp_dom_poller import REFRESH_POLLS
 from collector.snmp_pysnmp import PysnmpEngines
 from collector.targets import SwitchTarget
 from fabric.model import FabricParams
