@@ -7,10 +7,11 @@
   window (a link degraded to 200G is held twice as long per frame), else its design speed.
 * **Sustained**: per port, priority and direction, the run of samples at or above
   ``pfc_pause_ratio`` that ends with the port's latest sample in the window (a storm that
-  stopped is over); its length is the sum of those samples' ``interval_s``, except the sample the
-  storm began in (the run's first, when a quiet sample precedes it in the window): the storm
-  filled only part of that interval, so it counts the share its rate bears to the next sample's,
-  and nothing while it is the only one. PFC rows are stored on change, so a port's first row in
+  stopped is over); its length is the sum of those samples' ``interval_s``, except the run's
+  edges, which the storm may have filled only in part: the sample it began in (the run's first,
+  when a quiet sample precedes it in the window; nothing while it is the only one) and the latest
+  (it may have ended there). Each counts the share its rate bears to the full rate seen inside the
+  run; a run with nothing inside counts the time its link was held (:func:`trailing_run`). PFC rows are stored on change, so a port's first row in
   the window whose interval begins inside the window follows a quiet reading nobody stored: that
   reading counts as the quiet sample it was. A run whose first row's interval reaches back past
   the window's start counts that interval in full; a long one (the first sample after a gap in
@@ -69,9 +70,14 @@ def trailing_run(
     """``(seconds, peak, latest)`` ratio of the run at or above ``threshold`` ending with the last of
     ``samples`` (``(interval_s, ratio)`` in time order); ``(0, 0, latest)`` when the last is below.
 
-    When a sample below ``threshold`` precedes the run, the storm began within the run's first
-    interval: that sample counts ``interval x min(1, ratio / next ratio)`` seconds, and none while
-    it is the run's only sample. A run reaching back to the first of ``samples`` counts in full.
+    Only the samples inside a run are known to be paused all along. Its edges may be partial: the
+    first, when a sample below ``threshold`` precedes it (the storm began somewhere in it), and the
+    latest (the storm may have ended in it). Each edge counts ``interval x min(1, ratio / full)``,
+    ``full`` being the highest ratio inside the run; a run with nothing inside (two samples) knows
+    no full rate and vouches for the time its link was held (``full`` at least 1): a 1.6 s burst
+    that two samples share is no 4 s storm, whichever way it split. A run reaching back to the
+    first of ``samples`` counts its first in full, and a run of one sample counts its interval, or
+    nothing when a quiet sample precedes it.
 
     A sample longer than 1.5 ``nominal_s`` (the first after a gap in the stream) vouches for no
     more than the time its link was held, ``interval x min(1, ratio)``, and never less than one
@@ -85,11 +91,15 @@ def trailing_run(
         return 0.0, 0.0, samples[-1][1] if samples else 0.0
     if nominal_s is not None and nominal_s > 0:
         run = [(iv if iv <= 1.5 * nominal_s else max(nominal_s, iv * min(1.0, r)), r) for iv, r in run]
-    seconds = sum(interval for interval, _ in run)
-    if start > 0:  # began within the first interval of the run, somewhere
-        (first, ratio), rest = run[0], run[1:]
-        seconds -= first if not rest else first * (1.0 - min(1.0, ratio / rest[0][1]))
-    return seconds, max(ratio for _, ratio in run), run[-1][1]
+    peak, latest = max(ratio for _, ratio in run), run[-1][1]
+    if len(run) == 1:
+        return (0.0 if start > 0 else run[0][0]), peak, latest
+    began_inside = start > 0
+    inside = run[1:-1] if began_inside else run[:-1]
+    full = max((r for _, r in inside), default=max(1.0, peak))
+    edges = [run[0], run[-1]] if began_inside else [run[-1]]
+    seconds = sum(interval for interval, _ in inside) + sum(iv * min(1.0, r / full) for iv, r in edges)
+    return seconds, peak, latest
 
 
 # --- the check ---------------------------------------------------------------------------------

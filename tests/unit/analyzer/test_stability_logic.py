@@ -229,8 +229,11 @@ def test_pause_ratio_is_bounded_and_monotonic(a: float, b: float, speed: float) 
 
 
 def test_trailing_run_ends_with_the_latest_sample() -> None:
-    # After a quiet sample the storm began within the run's first interval: 0.3 of the next 0.4.
-    assert trailing_run([(10, 0.2), (10, 0.01), (10, 0.3), (10, 0.4)], 0.05) == (17.5, 0.4, 0.4)
+    # After a quiet sample the storm began within the run's first interval; with nothing inside
+    # the run, neither edge is known full: it proves the 3 + 4 s its link was held.
+    assert trailing_run([(10, 0.2), (10, 0.01), (10, 0.3), (10, 0.4)], 0.05) == (7.0, 0.4, 0.4)
+    # ... and once a sample inside proves the full rate, 0.3 of the 0.4 inside, the rest in full
+    assert trailing_run([(10, 0.01), (10, 0.3), (10, 0.4), (10, 0.4)], 0.05) == (27.5, 0.4, 0.4)
     assert trailing_run([(10, 0.2), (10, 0.3), (10, 0.4)], 0.05) == (30, 0.4, 0.4)  # began before the window
     assert trailing_run([(10, 0.2), (10, 0.3), (10, 0.01)], 0.05) == (0, 0.0, 0.01)  # over
     assert trailing_run([(10, 0.0)], 0.0) == (0, 0.0, 0.0)  # no pauses is never a storm
@@ -246,8 +249,22 @@ def test_the_sample_a_storm_began_in_counts_only_what_it_saw() -> None:
     # ... then the 4375 of 20000 frames/s: 0.48 s of its 2.2, not 2.2.
     seconds, peak, _ = trailing_run([(1.0, 0.0), (2.2, first), (0.8, full), (1.0, full)], 0.05)
     assert seconds == pytest.approx(2.2 * 4375 / 20_000 + 1.8) and peak == full
-    # A louder first sample (a burst) counts its whole interval, never more.
-    assert trailing_run([(1.0, 0.0), (1.0, 0.5), (1.0, 0.25)], 0.05)[0] == 2.0
+    # A louder first sample and a weaker latest, nothing inside (a burst): the time it held the link.
+    assert trailing_run([(1.0, 0.0), (1.0, 0.5), (1.0, 0.25)], 0.05)[0] == 0.75
+
+
+@pytest.mark.parametrize("split", [0.5, 0.8, 0.9, 0.1])
+def test_a_burst_two_samples_share_is_no_storm_however_it_split(split: float) -> None:
+    """The drill's benign PFC burst: 1.6 s at 20K pauses/s on 400G (the link held all along),
+    shared by two 2 s samples in any proportion, under a 4 s storm minimum (it once counted 4 s,
+    a checkpoint, when the larger part fell in the first sample)."""
+    load = 20_000 * PAUSE_QUANTA_BITS / 400e9  # 1.68
+    first, second = load * 1.6 * split / 2, load * 1.6 * (1 - split) / 2
+    seconds, _, _ = trailing_run([(2.0, 0.0), (2.0, first), (2.0, second)], 0.05, nominal_s=2.0)
+    assert seconds < 2.7 < 4.0  # at most its uncapped pause load x 1.6 s, the storm minimum far off
+    # the same rate lasting: a sample inside the run proves it, and the storm counts in full
+    seconds, _, _ = trailing_run([(2.0, 0.0), (2.0, first), (2.0, load), (2.0, load)], 0.05, nominal_s=2.0)
+    assert seconds == pytest.approx(2.0 * min(1.0, first / load) + 4.0) and seconds >= 4.0
 
 
 def test_a_long_sample_after_a_gap_vouches_only_for_the_time_its_link_was_held() -> None:
