@@ -257,9 +257,12 @@ class _Drill:
         await add_window(self.collector.pool, window)
 
     def _resolved(self, fingerprints: set[str]) -> bool:
-        gone = {d.body.get("alert", {}).get("fingerprint") for d in self.receiver.deliveries
-                if d.event == "alert.resolved"}  # fmt: skip
-        return fingerprints <= gone
+        """Whether each fingerprint's latest delivery is its resolution (one that fired again after
+        it was resolved is a new incident, not over yet)."""
+        latest: dict[str, str] = {}
+        for d in self.receiver.deliveries:
+            latest[str(d.body.get("alert", {}).get("fingerprint"))] = d.event
+        return all(latest.get(fp) == "alert.resolved" for fp in fingerprints)
 
     async def _until(self, cond: Callable[[], bool], within_s: float) -> bool:
         deadline = time.monotonic() + within_s

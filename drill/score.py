@@ -157,33 +157,49 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 def seen_from(deliveries: Iterable[tuple[float, str, Mapping[str, Any]]]) -> list[Seen]:
     """Incidents from webhook deliveries ``(seconds since start, event, fabricmon body)``, in the
-    order they first fired; an incident never sent as firing is not one."""
-    by_fp: dict[str, list[tuple[float, str, Mapping[str, Any]]]] = {}
+    order they first fired; an incident never sent as firing is not one.
+
+    A fingerprint names a root cause, as Alertmanager's names an alert's labels: one that fired
+    again after it was resolved is a new incident (the same place failing again), its deliveries
+    apart; the second is ``<fingerprint>#2``, and so on."""
+    episodes: dict[str, list[list[tuple[float, str, Mapping[str, Any]]]]] = {}
     for d in sorted(deliveries, key=lambda d: d[0]):
         fp = d[2].get("alert", {}).get("fingerprint")
-        if isinstance(fp, str):
-            by_fp.setdefault(fp, []).append(d)
-    out = []
-    for fp, ds in by_fp.items():
-        firing = [d for d in ds if d[1] == "alert.firing"]
-        if not firing:
+        if not isinstance(fp, str):
             continue
-        alert = firing[0][2].get("alert", {})
-        root = alert.get("root_cause") or {}
-        scope = alert.get("scope") or {}
-        places = {str(p) for p in (*scope.get("switches", ()), *scope.get("servers", ()))}
-        places |= {str(root[k]) for k in ("switch", "server") if root.get(k)}
-        resolved = next((d[0] for d in ds if d[1] == "alert.resolved"), None)
-        actions = tuple(
-            (str(body.get("recommended_action")), tuple(str(h) for h in body.get("action_hosts") or ()))
-            for _, _, body in ds
-        )
-        maintenance = any(bool(body.get("maintenance") or body.get("alert", {}).get("maintenance"))
-                          for _, _, body in ds)  # fmt: skip
-        out.append(Seen(fp, None if alert.get("id") is None else str(alert["id"]), str(alert.get("rule")),
-                        str(alert.get("summary", "")), dict(root), frozenset(places), firing[0][0], resolved,
-                        len(ds), actions, maintenance))  # fmt: skip
+        runs = episodes.setdefault(fp, [])
+        if not runs or (d[1] == "alert.firing" and any(e == "alert.resolved" for _, e, _ in runs[-1])):
+            runs.append([])
+        runs[-1].append(d)
+    out = []
+    for fp, runs in episodes.items():
+        for n, ds in enumerate(runs, start=1):
+            seen = _seen(fp if n == 1 else f"{fp}#{n}", ds)
+            if seen is not None:
+                out.append(seen)
     return sorted(out, key=lambda s: s.fired_s)
+
+
+def _seen(name: str, ds: list[tuple[float, str, Mapping[str, Any]]]) -> Seen | None:
+    """One incident's deliveries as the scorer reads them; None when none fired."""
+    firing = [d for d in ds if d[1] == "alert.firing"]
+    if not firing:
+        return None
+    alert = firing[0][2].get("alert", {})
+    root = alert.get("root_cause") or {}
+    scope = alert.get("scope") or {}
+    places = {str(p) for p in (*scope.get("switches", ()), *scope.get("servers", ()))}
+    places |= {str(root[k]) for k in ("switch", "server") if root.get(k)}
+    resolved = next((d[0] for d in ds if d[1] == "alert.resolved"), None)
+    actions = tuple(
+        (str(body.get("recommended_action")), tuple(str(h) for h in body.get("action_hosts") or ()))
+        for _, _, body in ds
+    )
+    maintenance = any(bool(body.get("maintenance") or body.get("alert", {}).get("maintenance"))
+                      for _, _, body in ds)  # fmt: skip
+    return Seen(name, None if alert.get("id") is None else str(alert["id"]), str(alert.get("rule")),
+                str(alert.get("summary", "")), dict(root), frozenset(places), firing[0][0], resolved,
+                len(ds), actions, maintenance)  # fmt: skip
 
 
 def localizes(seen: Seen, event: Injected) -> bool:

@@ -138,6 +138,25 @@ def test_seen_from_deliveries_groups_by_incident_and_skips_the_never_fired() -> 
     assert a.places == {"lf-g1-r4", "srv-g1-004"} and a.actions[0] == ("drain", ("srv-g1-004",))
 
 
+def test_a_fingerprint_that_fires_again_after_it_resolved_is_a_new_incident() -> None:
+    """A spine rebooted twice: fabricmon's fingerprint names the root cause (as Alertmanager's
+    names labels), so the second reboot fires the same one again. It once folded into the first
+    incident, and the second reboot counted as missed."""
+    root = {"switch": "sp-r1-2", "port": None}
+
+    def d(t: float, event: str) -> tuple[float, str, dict[str, Any]]:
+        return (t, event, {"alert": {"fingerprint": "fp", "rule": "switch_flapping", "root_cause": root}})
+
+    first, second = seen_from([d(33.5, "alert.firing"), d(42.0, "alert.resolved"), d(50.4, "alert.firing"),
+                               d(51.0, "alert.firing"), d(61.0, "alert.resolved")])  # fmt: skip
+    assert (first.fingerprint, first.fired_s, first.resolved_s, first.deliveries) == ("fp", 33.5, 42.0, 2)
+    assert (second.fingerprint, second.fired_s, second.resolved_s, second.deliveries) == ("fp#2", 50.4, 61.0, 3)
+    reboots = [Injected(f"f{n}", "reboot", False, t, t + 6, frozenset({"sp-r1-2"}), frozenset({("sp-r1-2", None)}))
+               for n, t in ((1, 32.0), (2, 49.0))]  # fmt: skip
+    s = score(reboots, [first, second], grace_s=6)
+    assert s.recall == s.precision == 1.0 and s.pairs == {"f1": "fp", "f2": "fp#2"}
+
+
 def test_percentile_is_nearest_rank() -> None:
     assert percentile([], 95) is None
     assert percentile([3.0, 1.0, 2.0], 50) == 2.0 and percentile([float(i) for i in range(1, 101)], 95) == 95.0
