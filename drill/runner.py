@@ -146,12 +146,13 @@ async def _drill_against(opts: DrillOptions, sim: RemoteSim, receiver: Receiver,
     async with database(dsn, config, fabric) as pool:
         await _jobs(pool, fabric)
         collector = _Collector(config, fabric, pool)
+        started = datetime.now(UTC)
         analyzer = AnalyzerService(config, fabric, pool)
         stop = asyncio.Event()
         collector.start()
         analyzing = asyncio.create_task(analyzer.run(stop))
         try:
-            await _healthy(analyzer, max(90.0, 8 * opts.interval_s))
+            await _ready(analyzer, pool, fabric, started, max(90.0, 8 * opts.interval_s))
             say(f"healthy; {len(campaign)} events ({opts.faults} faults, {opts.benign} benign), "
                 f"up to {opts.concurrency} at once, seed {opts.seed}")  # fmt: skip
             t0 = time.monotonic()
@@ -186,12 +187,23 @@ async def _jobs(pool: Any, fabric: Fabric) -> None:
         await save_job(pool, Job(f"llm-g{group}", tuple(hosts), datetime.now(UTC), 14.0))
 
 
-async def _healthy(analyzer: AnalyzerService, within_s: float) -> None:
+async def _ready(analyzer: AnalyzerService, pool: Any, fabric: Fabric, since: datetime, within_s: float) -> None:
+    """A healthy verdict, and every switch heard from since ``since`` (its ports' states known): a
+    fault on a switch before its first sample is its first state, no transition, and goes unseen
+    (the first drill event once rebooted a superspine while the SNMP spines were on their first poll)."""
     deadline = time.monotonic() + within_s
-    while (analyzer.last_report or {}).get("status") != "healthy":
+    unheard: list[str] = sorted(fabric.switches)
+    while True:
+        if (analyzer.last_report or {}).get("status") == "healthy":
+            async with pool.acquire() as conn:
+                rows = await conn.fetch("SELECT DISTINCT switch FROM port_counters WHERE time > $1", since)
+            unheard = sorted(set(fabric.switches) - {r["switch"] for r in rows})
+            if not unheard:
+                return
         if time.monotonic() > deadline:
-            raise DemoError(f"no healthy verdict within {within_s:.0f} s: the drill needs a clean start")
-        await asyncio.sleep(0.25)
+            why = f"{len(unheard)} switches never heard from ({', '.join(unheard[:5])})" if unheard else "no verdict"
+            raise DemoError(f"{why} within {within_s:.0f} s: the drill needs a clean start")
+        await asyncio.sleep(0.5)
 
 
 class _Drill:
