@@ -241,6 +241,19 @@ def _benign(places: _Places, rng: random.Random, kind: str, id_: str) -> Planned
     return Planned(id_, kind, True, spec, at, must_detect=False, footprint=at | _near(places, at))
 
 
+def miswire_roots(applied: Mapping[str, Any]) -> frozenset[tuple[str, str | None]]:
+    """The cable ends a miswire, as the simulator applied it, put in the wrong place: where the NIC
+    landed (``to_leaf``, ``to_port``), and its designed port, which holds the NIC it swapped with
+    (or nothing, dark). An incident naming either names the fault, as does one naming the server
+    and the rail it is on (``roots`` of the planned event)."""
+    out: set[tuple[str, str | None]] = set()
+    ends = ((applied.get("to_leaf"), applied.get("to_port")), (applied.get("switch"), applied.get("port")))
+    for switch, port in ends:
+        if switch and port:
+            out.add((str(switch), str(port)))
+    return frozenset(out)
+
+
 def footprints_meet(a: Planned, b: Planned) -> bool:
     """Whether two events may not be on at once."""
     return EVERYWHERE in a.footprint or EVERYWHERE in b.footprint or bool(a.footprint & b.footprint)

@@ -31,7 +31,7 @@ from collector.runner import CollectorService, plan
 from config.model import Config
 from demo.receiver import Receiver
 from demo.runner import DemoError, DemoOptions, demo_config
-from drill.campaign import EVERYWHERE, Planned, footprints_meet, plan_campaign
+from drill.campaign import EVERYWHERE, Planned, footprints_meet, miswire_roots, plan_campaign
 from drill.goals import DEFAULT_GOALS, Goal, judge
 from drill.score import Injected, Score, Seen, names_place, score, seen_from
 from fabric.model import Fabric, FabricParams
@@ -288,7 +288,7 @@ class _Drill:
         interval, limit = self.opts.interval_s, self.opts.timeout_s
         start = self.now()
         spec: Mapping[str, Any] = ev.spec
-        hosts = ev.hosts
+        hosts, roots = ev.hosts, ev.roots
         fault_id: str | None = None
         if ev.kind == "collector_restart":
             await self.collector.restart()
@@ -301,6 +301,8 @@ class _Drill:
             fault_id, spec = str(applied["id"]), applied
             if applied.get("swapped_with"):  # a cable swap: the other server's GPU moved too
                 hosts = hosts | {str(applied["swapped_with"]).partition(":")[0]}
+            if ev.kind == "miswire":
+                roots = roots | miswire_roots(applied)
         if ev.benign:
             holds = {"flap_once": 2.0, "pfc_burst": 0.8 * interval, "planned_reboot": 5 + 4 * interval,
                      "fec_burst": float(ev.spec.get("duration_s", 0.0)), "dirty_connector": 6 * interval,
@@ -317,5 +319,5 @@ class _Drill:
         end = self.now()
         await self._until(lambda: self._resolved(self._fired_at(ev.places, start)), limit)
         await asyncio.sleep(2 * interval)
-        return Injected(ev.id, ev.kind, ev.benign, start, end, ev.places, ev.roots, hosts, ev.actions,
+        return Injected(ev.id, ev.kind, ev.benign, start, end, ev.places, roots, hosts, ev.actions,
                         ev.must_detect, dict(spec))  # fmt: skip

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drill.campaign import BENIGN_KINDS, FAULT_KINDS, footprints_meet, plan_campaign
+from drill.campaign import BENIGN_KINDS, FAULT_KINDS, footprints_meet, miswire_roots, plan_campaign
 from drill.score import Injected, Seen, percentile, score, seen_from
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
@@ -155,6 +155,29 @@ def test_a_fingerprint_that_fires_again_after_it_resolved_is_a_new_incident() ->
                for n, t in ((1, 32.0), (2, 49.0))]  # fmt: skip
     s = score(reboots, [first, second], grace_s=6)
     assert s.recall == s.precision == 1.0 and s.pairs == {"f1": "fp", "f2": "fp#2"}
+
+
+def test_a_swapped_miswire_is_localized_by_either_nic_it_moved() -> None:
+    """The simulator swaps cables when the target port is taken: two NICs are then on the wrong
+    rail, and fabricmon may name either, by where it landed (its root's rail is the leaf's). Three
+    of five such miswires once counted as mislocalized."""
+    applied = {"kind": "miswire", "switch": "lf-g2-r3", "port": "et-0/0/21:0", "server": "srv-g2-043", "gpu": 3,
+               "to_leaf": "lf-g2-r4", "to_port": "FourHundredGigE0/0/0/42",
+               "swapped_with": "srv-g2-043:mlx5_3"}  # fmt: skip
+    roots = frozenset({("srv-g2-043", "rail:3")}) | miswire_roots(applied)
+    assert roots == {("srv-g2-043", "rail:3"), ("lf-g2-r4", "FourHundredGigE0/0/0/42"), ("lf-g2-r3", "et-0/0/21:0")}
+    fault = Injected("f7", "miswire", False, 10.0, 30.0, frozenset({"srv-g2-043", "lf-g2-r3", "lf-g2-r4"}), roots,
+                     frozenset({"srv-g2-043"}), frozenset({"drain"}))  # fmt: skip
+    moved = seen("a", "miswire", {"server": "srv-g2-043", "rail": 4, "switch": "lf-g2-r4",
+                                  "port": "FourHundredGigE0/0/0/42"}, 14.0, actions=drained("srv-g2-043"))  # fmt: skip
+    partner = seen("b", "miswire", {"server": "srv-g2-043", "rail": 3, "switch": "lf-g2-r3", "port": "et-0/0/21:0"},
+                   14.0, actions=drained("srv-g2-043"))  # fmt: skip
+    elsewhere = seen("c", "miswire", {"server": "srv-g2-043", "rail": 4, "switch": "lf-g2-r4", "port": "Ethernet9"},
+                     14.0, actions=drained("srv-g2-043"))  # fmt: skip
+    assert score([fault], [moved], grace_s=6).localization == 1.0
+    assert score([fault], [partner], grace_s=6).localization == 1.0
+    assert score([fault], [elsewhere], grace_s=6).localization == 0.0
+    assert miswire_roots({"kind": "miswire", "server": "srv-g1-001", "gpu": 1}) == frozenset()  # not applied: none
 
 
 def test_percentile_is_nearest_rank() -> None:
