@@ -181,8 +181,8 @@ SENSOR_STATIC: tuple[Column, ...] = (
 )
 #: entPhySensorOperStatus alone: what a sensor re-plan reads while the entity tables stand still.
 SENSOR_STATUS: tuple[Column, ...] = (_SENSOR_OPER_STATUS,)
-#: SensorValue is -1e9..1e9 (RFC 3433): 4 octets of BER at most (an agent past it gets a cut
-#: answer, and the walk asks fewer rows).
+#: SensorValue is an Integer32 of -1e9..1e9 (RFC 3433): 4 octets of BER at most (an agent past it
+#: gets a cut answer, and the walk asks fewer rows).
 SENSOR_LIVE: tuple[Column, ...] = (_c(_ENT_SENSOR, 4, "value", max_value_bytes=4),)
 #: entLastChangeTime.0 (ENTITY-MIB, RFC 6933): sysUpTime when a row of the entity tables last
 #: changed (a module plugged in or pulled out); where it has not moved, they need no re-read.

@@ -5,8 +5,10 @@ are read at the first poll, after a reboot (:meth:`DomPoller.invalidate`) and wh
 sensor answers (a module plugged in). Every :data:`REFRESH_POLLS` polls the plan is checked: where
 the agent's entLastChangeTime (RFC 6933: sysUpTime at the last change of any entity row) is where
 it was at the last read, only the sensors' oper status is re-read, and the plan is re-made from
-the tables kept if a status moved; otherwise, or on an agent that does not serve it, every table
-is read again.
+the tables kept if a status moved; otherwise, on an agent that does not serve it (or answers it
+with an error, counted), and every :data:`FULL_CHECKS` checks whatever it says (an agent whose
+stamp never moves, a module swapped for another kind at the same indexes), every table is read
+again.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collector.oids import (
     SENSOR_STATUS,
     Column,
 )
+from collector.snmp_client import SnmpProtocolError
 from collector.snmp_dom import EntityTree, Invalid, SensorPlan, apply_plan, plan
 from collector.snmp_walk import Value
 from store.dom import DomSample
@@ -30,6 +33,14 @@ from store.dom import DomSample
 #: The plan is checked after this many DOM polls (an hour at the default 60 s): oper status re-read,
 #: or every table where entLastChangeTime moved. Unknown sensors and reboots re-read them at once.
 REFRESH_POLLS = 60
+#: Every this many checks (a day at the defaults) every table is read, entLastChangeTime or not.
+FULL_CHECKS = 24
+
+class _Unread:
+    """Not read yet (a stamp of None means the agent has none)."""
+
+
+_UNREAD = _Unread()
 
 Walk = Callable[[Sequence[Column], int | None], Awaitable[dict[str, dict[str, Value]]]]
 #: GET of scalar instances; the ones the agent lacks are absent from the answer.
@@ -56,8 +67,9 @@ class DomPoller:
         """Re-read the entity tables at the next poll (a reboot may renumber them)."""
         self.plan = None
 
-    async def _read_tables(self, walk: Walk, get: Get) -> SensorPlan:
-        self._stamp = await _last_change(get)  # first: a change while the tables are read shows next time
+    async def _read_tables(self, walk: Walk, get: Get, stamp: int | _Unread | None = _UNREAD) -> SensorPlan:
+        # the stamp first (or the one just read): a change while the tables are read shows next time
+        self._stamp = await self._last_change(get) if isinstance(stamp, _Unread) else stamp
         physical = await walk(ENT_PHYSICAL, None)
         alias = await walk(ENT_ALIAS, None)
         self._static = await walk(SENSOR_STATIC, None)
@@ -68,9 +80,9 @@ class DomPoller:
     async def _check(self, walk: Walk, get: Get, known: int) -> SensorPlan:
         """The periodic check: oper status only while entLastChangeTime stands still, else every table."""
         self.checks += 1
-        stamp = await _last_change(get)
-        if stamp is None or stamp != self._stamp or self.plan is None:
-            return await self._read_tables(walk, get)
+        stamp = await self._last_change(get)
+        if stamp is None or stamp != self._stamp or self.checks % FULL_CHECKS == 0 or self.plan is None:
+            return await self._read_tables(walk, get, stamp)
         status = (await walk(SENSOR_STATUS, known or None)).get("status", {})
         if status == self._static.get("status"):
             self.polls = 0
@@ -106,7 +118,12 @@ class DomPoller:
         return samples
 
 
-async def _last_change(get: Get) -> int | None:
-    """The agent's entLastChangeTime (TimeTicks), None when it does not serve one."""
-    value = (await get([ENT_LAST_CHANGE])).get(ENT_LAST_CHANGE)
-    return value if isinstance(value, int) and value.__class__ is int else None
+    async def _last_change(self, get: Get) -> int | None:
+        """The agent's entLastChangeTime (TimeTicks), None when it does not serve one or answers the
+        GET with an error-status (counted: DOM goes on, its tables read every check)."""
+        try:
+            value = (await get([ENT_LAST_CHANGE])).get(ENT_LAST_CHANGE)
+        except SnmpProtocolError:
+            self.count_invalid("ENTITY-MIB: entLastChangeTime refused (error-status)", 1)
+            return None
+        return value if isinstance(value, int) and value.__class__ is int else None  # no bool

@@ -4,7 +4,7 @@ A poll is a GET of sysUpTime and ifNumber, then (under the collector's concurren
 multi-column walk of every ifIndex-indexed counter (IF-MIB, EtherLike-MIB), the PFC table
 (CISCO-PFC-EXT-MIB per priority, else IEEE8021-PFC-MIB totals) and lldpRemTable. Every DOM
 interval, the transceivers' sensors are read apart, over a session of their own
-(:meth:`SwitchPoller.poll_dom`, :mod:`collector.snmp_dom`): an entity walk of hundreds of rows
+(:meth:`SwitchPoller.poll_dom`, :mod:`collector.snmp_dom_poller`): an entity walk of hundreds of rows
 has its own deadline, and never makes the counters late or the switch unreachable. The index
 tables (ifName/ifDescr/ifAlias/ifType, lldpLocPortTable) are walked on the first poll, every
 ``INDEX_REFRESH_POLLS`` polls, when ifNumber changes, after an ifLastChange moved, and when
@@ -207,7 +207,7 @@ class SwitchPoller:
         return PollResult(ports, lldp, c.requests - requests, c.varbinds - varbinds)
 
     async def poll_dom(self, limiter: asyncio.Semaphore) -> list[DomSample]:
-        """The transceivers' DOM (:mod:`collector.snmp_dom`), apart from the counters' poll, over
+        """The transceivers' DOM (:mod:`collector.snmp_dom_poller`), apart from the counters' poll, over
         its own session: its deadline and its failures are not the counters'. Interfaces are
         named from the counters' index tables (read it after a poll succeeded)."""
         assert self.dom is not None
