@@ -11,7 +11,8 @@
   edges, which the storm may have filled only in part: the sample it began in (the run's first,
   when a quiet sample precedes it in the window; nothing while it is the only one) and the latest
   (it may have ended there). Each counts the share its rate bears to the full rate seen inside the
-  run; a run with nothing inside counts the time its link was held (:func:`trailing_run`). PFC rows are stored on change, so a port's first row in
+  run; a run with nothing inside counts the time its link was held (:func:`trailing_run`). PFC
+  rows are stored on change, so a port's first row in
   the window whose interval begins inside the window follows a quiet reading nobody stored: that
   reading counts as the quiet sample it was. A run whose first row's interval reaches back past
   the window's start counts that interval in full; a long one (the first sample after a gap in

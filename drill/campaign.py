@@ -47,7 +47,7 @@ FAULT_KINDS = ("link_down", "link_flap", "speed_degrade", "pfc_storm", "error_bu
 BENIGN_KINDS = ("flap_once", "pfc_burst", "collector_restart", "planned_reboot", "fec_burst", "dirty_connector",
                 "db_blip", "counter_clear", "clock_step")  # fmt: skip
 #: The clock steps drawn (seconds): small ones within the collector's skew bound (30 s), large past it.
-CLOCK_STEPS_S = (-120.0, -45.0, 5.0, 45.0, 120.0)
+CLOCK_STEPS_S = (-120.0, -45.0, -5.0, 5.0, 45.0, 120.0)
 #: A footprint that conflicts with every other: the event touches the whole fabric.
 EVERYWHERE = "*"
 
@@ -242,16 +242,12 @@ def _benign(places: _Places, rng: random.Random, kind: str, id_: str) -> Planned
 
 
 def miswire_roots(applied: Mapping[str, Any]) -> frozenset[tuple[str, str | None]]:
-    """The cable ends a miswire, as the simulator applied it, put in the wrong place: where the NIC
-    landed (``to_leaf``, ``to_port``), and its designed port, which holds the NIC it swapped with
-    (or nothing, dark). An incident naming either names the fault, as does one naming the server
-    and the rail it is on (``roots`` of the planned event)."""
-    out: set[tuple[str, str | None]] = set()
-    ends = ((applied.get("to_leaf"), applied.get("to_port")), (applied.get("switch"), applied.get("port")))
-    for switch, port in ends:
-        if switch and port:
-            out.add((str(switch), str(port)))
-    return frozenset(out)
+    """Where a miswire, as the simulator applied it, put the NIC: (``to_leaf``, ``to_port``). An
+    incident naming it names the fault, as does one naming the server and the rail it is on
+    (``roots`` of the planned event), which a swapped partner landing on the designed port also
+    names. The designed port itself is no root: left dark, it is the fault's symptom."""
+    leaf, port = applied.get("to_leaf"), applied.get("to_port")
+    return frozenset({(str(leaf), str(port))}) if leaf and port else frozenset()
 
 
 def footprints_meet(a: Planned, b: Planned) -> bool:

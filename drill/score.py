@@ -159,25 +159,29 @@ def seen_from(deliveries: Iterable[tuple[float, str, Mapping[str, Any]]]) -> lis
     """Incidents from webhook deliveries ``(seconds since start, event, fabricmon body)``, in the
     order they first fired; an incident never sent as firing is not one.
 
-    A fingerprint names a root cause, as Alertmanager's names an alert's labels: one that fired
-    again after it was resolved is a new incident (the same place failing again), its deliveries
-    apart; the second is ``<fingerprint>#2``, and so on."""
-    episodes: dict[str, list[list[tuple[float, str, Mapping[str, Any]]]]] = {}
+    A fingerprint names a root cause, as Alertmanager's names an alert's labels: one that fires
+    again after it was resolved is a new incident (the same place failing again), told apart by
+    its alert id (a new ``alerts`` row; an escalation keeps its id). The second is
+    ``<fingerprint>#2``, and so on, in the order they first fired."""
+    episodes: dict[tuple[str, str], list[tuple[float, str, Mapping[str, Any]]]] = {}
     for d in sorted(deliveries, key=lambda d: d[0]):
-        fp = d[2].get("alert", {}).get("fingerprint")
-        if not isinstance(fp, str):
-            continue
-        runs = episodes.setdefault(fp, [])
-        if not runs or (d[1] == "alert.firing" and any(e == "alert.resolved" for _, e, _ in runs[-1])):
-            runs.append([])
-        runs[-1].append(d)
-    out = []
-    for fp, runs in episodes.items():
-        for n, ds in enumerate(runs, start=1):
-            seen = _seen(fp if n == 1 else f"{fp}#{n}", ds)
-            if seen is not None:
-                out.append(seen)
-    return sorted(out, key=lambda s: s.fired_s)
+        alert = d[2].get("alert", {})
+        fp = alert.get("fingerprint")
+        if isinstance(fp, str):
+            episodes.setdefault((fp, str(alert.get("id"))), []).append(d)
+    out: list[Seen] = []
+    count: dict[str, int] = {}
+    for (fp, _), ds in sorted(episodes.items(), key=lambda e: _first_fired(e[1])):
+        n = count.get(fp, 0) + 1
+        seen = _seen(fp if n == 1 else f"{fp}#{n}", ds)
+        if seen is not None:
+            count[fp] = n
+            out.append(seen)
+    return out
+
+
+def _first_fired(ds: list[tuple[float, str, Mapping[str, Any]]]) -> float:
+    return min((d[0] for d in ds if d[1] == "alert.firing"), default=float("inf"))
 
 
 def _seen(name: str, ds: list[tuple[float, str, Mapping[str, Any]]]) -> Seen | None:

@@ -82,7 +82,7 @@ class FabricState:
         self._sync(None)
         delay = max(sw.snmp_delay.values(), default=0.0)
         return SwitchInfo(sw.name, sw.role.value, sw.boot_ns, not (sw.booting or sw.unreachable), delay, sw.nos,
-                          sum(sw.clock_steps.values()))  # fmt: skip
+                          tuple(sorted(sw.clock_steps.values())))  # fmt: skip
 
     def ports(self, switch: str, now_ns: int | None = None) -> list[PortCounters]:
         """Every port of ``switch`` with its counters at ``now_ns`` (default: now); [] if unknown."""

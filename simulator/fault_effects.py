@@ -14,8 +14,9 @@ faults compose and clearing one leaves the others in force. Choices:
 * ``snmp_slow``: recorded on the switch; the SNMP agent reads it from ``SwitchInfo``.
 * ``counter_clear``: every port of the switch re-based at ``t`` (as a reboot does, without the
   boot) and the switch's ``cleared_ns`` set; clearing the fault undoes nothing.
-* ``clock_step``: recorded on the switch (``clock_steps``); the gNMI server reads the sum from
-  ``SwitchInfo`` and adds it to the device clock; clearing the fault steps the clock back.
+* ``clock_step``: recorded on the switch (``clock_steps``, since when and, once cleared, until when);
+  the gNMI server adds the steps in force at each time it stamps (``SwitchInfo.clock_step_at``):
+  a Notification now, a last-change or last-clear when it happened. Clearing steps the clock back.
 * the optics kinds (``optic_degrade``, ``laser_aging``, ``dirty_connector``, ``fec_burst``):
   recorded on the port's transceiver (:mod:`simulator.optics`); when the optic will fail, that
   instant is scheduled and the cable goes down then, until the fault clears (the optic is
@@ -119,11 +120,13 @@ def _switch_start(state: FabricState, fault: AppliedFault, t: int) -> None:
     elif kind is FaultKind.SNMP_SLOW:
         assert spec.delay_s is not None
         sw.snmp_delay[fid] = spec.delay_s
-    elif kind is FaultKind.COUNTER_CLEAR:
-        wiring.clear_counters(sw, t)
     elif kind is FaultKind.CLOCK_STEP:
         assert spec.step_s is not None
-        sw.clock_steps[fid] = round(spec.step_s * 1e9)
+        sw.clock_steps[(fid, fault.started_at_ns)] = (t, None, round(spec.step_s * 1e9))
+    elif kind is not FaultKind.COUNTER_CLEAR:
+        raise AssertionError(f"no switch-wide effect for {kind}")
+    else:
+        wiring.clear_counters(sw, t)
 
 
 def _switch_stop(state: FabricState, fault: AppliedFault, t: int) -> None:
@@ -137,8 +140,10 @@ def _switch_stop(state: FabricState, fault: AppliedFault, t: int) -> None:
     elif kind is FaultKind.SNMP_SLOW:
         sw.snmp_delay.pop(fid, None)
     elif kind is FaultKind.CLOCK_STEP:
-        sw.clock_steps.pop(fid, None)
-    # a counter clear stays: cleared counters do not come back
+        since, _, step = sw.clock_steps[(fid, fault.started_at_ns)]
+        sw.clock_steps[(fid, fault.started_at_ns)] = (since, t, step)  # stepped back
+    elif kind is not FaultKind.COUNTER_CLEAR:  # a counter clear stays: cleared counters do not come back
+        raise AssertionError(f"no switch-wide effect for {kind}")
 
 
 def _once(

@@ -138,8 +138,9 @@ class Snapshot:
         self.view, self.speaker = view, speaker
         self.ts = view.now_ns()
         info = view.switch(speaker.switch)
-        #: the device clock's distance from true time: its offset plus any ``clock_step``
-        self.clock_ns = speaker.device.clock_offset_ns + (info.clock_step_ns if info is not None else 0)
+        self._steps = info if info is not None and info.clock_steps else None
+        #: the device clock's distance from true time now: its offset plus any ``clock_step`` in force
+        self.clock_ns = self.clock_at(self.ts)
         self._ports: dict[int, list[PortCounters]] = {}
         self._lldp: list[LldpNeighbor] | None = None
         self._removed: frozenset[str] | None = None
@@ -150,13 +151,12 @@ class Snapshot:
         found = self._ports.get(offset_ns)
         if found is None:
             raw = self.view.ports(self.speaker.switch, self.ts + offset_ns)
-            skew = self.clock_ns
-            if skew:  # the view hands out fresh objects per call (FabricView.ports)
+            if self.clock_ns or self._steps is not None:  # fresh objects per call (FabricView.ports)
                 for p in raw:
                     if p.last_change_ns:
-                        p.last_change_ns += skew
+                        p.last_change_ns += self.clock_at(p.last_change_ns)
                     if p.last_clear_ns:
-                        p.last_clear_ns += skew
+                        p.last_clear_ns += self.clock_at(p.last_clear_ns)
             found = raw
             if not all(p.present for p in raw):
                 found = [p for p in raw if p.present]
@@ -164,6 +164,11 @@ class Snapshot:
                 self._removed = frozenset(p.name for p in raw if not p.present)
             self._ports[offset_ns] = found
         return found
+
+    def clock_at(self, t_ns: int) -> int:
+        """The device clock's distance from true time at ``t_ns`` (its offset, and the steps then)."""
+        step = self._steps.clock_step_at(t_ns) if self._steps is not None else 0
+        return self.speaker.device.clock_offset_ns + step
 
     def removed(self) -> frozenset[str]:
         """The ports whose interface is gone (optic pulled) at this instant."""

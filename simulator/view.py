@@ -79,7 +79,13 @@ class SwitchInfo:
     reachable: bool  # False while a `switch_unreachable` fault (or a reboot) silences it
     snmp_delay_s: float = 0.0  # how late its SNMP agent answers (an ``snmp_slow`` fault)
     nos: str | None = None  # the NOS it runs, as the inventory says (its LLDP and ifIndex follow it)
-    clock_step_ns: int = 0  # how far its clock was stepped (``clock_step`` faults), added to gNMI times
+    #: ``clock_step`` faults, in force or over: (since, until or None, step), Unix ns
+    clock_steps: tuple[tuple[int, int | None, int], ...] = ()
+
+    def clock_step_at(self, t_ns: int) -> int:
+        """How far the switch's clock was stepped at ``t_ns``: a time it stamped then (a
+        Notification, last-change, last-clear) keeps that step, whatever its clock does since."""
+        return sum(step for since, until, step in self.clock_steps if since <= t_ns and (until is None or t_ns < until))
 
 
 #: Called with (switch, port or None) whenever something ON_CHANGE subscribers care about changes

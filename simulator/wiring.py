@@ -55,7 +55,9 @@ class SimSwitch:
         self.unreachable: set[str] = set()
         self.snmp_delay: dict[str, float] = {}  # fault id -> seconds its SNMP answers are late
         self.cleared_ns = 0  # the last ``clear counters`` (Unix ns), 0: none
-        self.clock_steps: dict[str, int] = {}  # fault id -> ns its clock was stepped by
+        #: (fault id, since) -> (since, until or None while in force, ns its clock was stepped by): kept
+        #: once over, for the times stamped during it
+        self.clock_steps: dict[tuple[str, int], tuple[int, int | None, int]] = {}
 
 
 class SimPort:

@@ -394,8 +394,9 @@ async def test_clock_skew_moves_every_time_the_switch_sends() -> None:
 
 
 async def test_a_clock_step_moves_what_the_switch_sends_until_it_steps_back() -> None:
-    """``clock_step`` (an NTP step): every time the switch sends over gNMI moves by the step, on
-    top of its own offset; the counters do not; clearing the fault steps the clock back."""
+    """``clock_step`` (an NTP step): the Notifications' time moves by the step, on top of the
+    switch's own offset; times it stamped before (last-clear: the boot) and the counters do not;
+    clearing the fault steps the clock back."""
     sim = await _start(clock_skew_s=10.0, seed=3)
     try:
         offset = sim.devices.offsets()[OC]
@@ -406,7 +407,7 @@ async def test_a_clock_step_moves_what_the_switch_sends_until_it_steps_back() ->
             assert {n.timestamp for n in notes} == {t + offset + step}
             values = {k.rpartition("/")[2]: v for n in notes for k, v in leaf_values(n).items()}
             truth = sim.port(OC, PORT, t)
-            assert values["last-clear"] == truth.last_clear_ns + offset + step
+            assert values["last-clear"] == truth.last_clear_ns + offset  # stamped before the step
             assert values["in-octets"] == truth.in_octets  # the counters do not move with the clock
             assert sim.view.clear(fault.id) or step == 0
     finally:

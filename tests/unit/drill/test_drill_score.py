@@ -144,11 +144,14 @@ def test_a_fingerprint_that_fires_again_after_it_resolved_is_a_new_incident() ->
     incident, and the second reboot counted as missed."""
     root = {"switch": "sp-r1-2", "port": None}
 
-    def d(t: float, event: str) -> tuple[float, str, dict[str, Any]]:
-        return (t, event, {"alert": {"fingerprint": "fp", "rule": "switch_flapping", "root_cause": root}})
+    def d(t: float, event: str, alert_id: int) -> tuple[float, str, dict[str, Any]]:
+        alert = {"fingerprint": "fp", "id": alert_id, "rule": "switch_flapping", "root_cause": root}
+        return (t, event, {"alert": alert})
 
-    first, second = seen_from([d(33.5, "alert.firing"), d(42.0, "alert.resolved"), d(50.4, "alert.firing"),
-                               d(51.0, "alert.firing"), d(61.0, "alert.resolved")])  # fmt: skip
+    # (an older incident's resolution first; the second incident's escalation keeps its id)
+    first, second = seen_from([d(2.0, "alert.resolved", 3), d(33.5, "alert.firing", 7),
+                               d(42.0, "alert.resolved", 7), d(50.4, "alert.firing", 9),
+                               d(51.0, "alert.firing", 9), d(61.0, "alert.resolved", 9)])  # fmt: skip
     assert (first.fingerprint, first.fired_s, first.resolved_s, first.deliveries) == ("fp", 33.5, 42.0, 2)
     assert (second.fingerprint, second.fired_s, second.resolved_s, second.deliveries) == ("fp#2", 50.4, 61.0, 3)
     reboots = [Injected(f"f{n}", "reboot", False, t, t + 6, frozenset({"sp-r1-2"}), frozenset({("sp-r1-2", None)}))
@@ -165,7 +168,7 @@ def test_a_swapped_miswire_is_localized_by_either_nic_it_moved() -> None:
                "to_leaf": "lf-g2-r4", "to_port": "FourHundredGigE0/0/0/42",
                "swapped_with": "srv-g2-043:mlx5_3"}  # fmt: skip
     roots = frozenset({("srv-g2-043", "rail:3")}) | miswire_roots(applied)
-    assert roots == {("srv-g2-043", "rail:3"), ("lf-g2-r4", "FourHundredGigE0/0/0/42"), ("lf-g2-r3", "et-0/0/21:0")}
+    assert roots == {("srv-g2-043", "rail:3"), ("lf-g2-r4", "FourHundredGigE0/0/0/42")}
     fault = Injected("f7", "miswire", False, 10.0, 30.0, frozenset({"srv-g2-043", "lf-g2-r3", "lf-g2-r4"}), roots,
                      frozenset({"srv-g2-043"}), frozenset({"drain"}))  # fmt: skip
     moved = seen("a", "miswire", {"server": "srv-g2-043", "rail": 4, "switch": "lf-g2-r4",
@@ -174,7 +177,9 @@ def test_a_swapped_miswire_is_localized_by_either_nic_it_moved() -> None:
                    14.0, actions=drained("srv-g2-043"))  # fmt: skip
     elsewhere = seen("c", "miswire", {"server": "srv-g2-043", "rail": 4, "switch": "lf-g2-r4", "port": "Ethernet9"},
                      14.0, actions=drained("srv-g2-043"))  # fmt: skip
+    dark = seen("d", "link_outage", {"switch": "lf-g2-r3", "port": "et-0/0/21:0"}, 14.0)  # left empty, no swap
     assert score([fault], [moved], grace_s=6).localization == 1.0
+    assert score([fault], [dark], grace_s=6).localization == 0.0
     assert score([fault], [partner], grace_s=6).localization == 1.0
     assert score([fault], [elsewhere], grace_s=6).localization == 0.0
     assert miswire_roots({"kind": "miswire", "server": "srv-g1-001", "gpu": 1}) == frozenset()  # not applied: none

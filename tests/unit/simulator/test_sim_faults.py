@@ -311,14 +311,22 @@ def test_counter_clear_restarts_every_counter_without_a_reboot():
 
 def test_clock_step_is_the_switchs_until_cleared_and_moves_no_counter():
     sim = Sim()
+    t0 = sim.now
+    sim.wait(1)
     before = sim.port("sp-r1-1", "swp1")
     fault = sim.state.apply({"kind": "clock_step", "switch": "sp-r1-1", "step_s": -45.5})
+    stepped = sim.now
     info = sim.state.switch("sp-r1-1")
-    assert info is not None and info.clock_step_ns == -45_500_000_000
+    assert info is not None and info.clock_step_at(stepped) == -45_500_000_000
+    assert info.clock_step_at(t0) == 0  # a time stamped before the step keeps its clock
     assert sim.port("sp-r1-1", "swp1") == before  # time in the view is true time
-    assert fault.spec.step_s == -45.5 and sim.state.switch("sp-r1-2").clock_step_ns == 0  # type: ignore[union-attr]
+    other = sim.state.switch("sp-r1-2")
+    assert fault.spec.step_s == -45.5 and other is not None and other.clock_step_at(stepped) == 0
+    sim.wait(2)
     assert sim.state.clear(fault.id)
-    assert sim.state.switch("sp-r1-1").clock_step_ns == 0  # type: ignore[union-attr]
+    after = sim.state.switch("sp-r1-1")
+    assert after is not None and after.clock_step_at(sim.now) == 0  # stepped back
+    assert after.clock_step_at(stepped + S) == -45_500_000_000  # what it stamped meanwhile stays stepped
 
 
 # -- random timelines -----------------------------------------------------------------------
