@@ -36,6 +36,7 @@ REFRESH_POLLS = 60
 #: Every this many checks (a day at the defaults) every table is read, entLastChangeTime or not.
 FULL_CHECKS = 24
 
+
 class _Unread:
     """Not read yet (a stamp of None means the agent has none)."""
 
@@ -116,7 +117,6 @@ class DomPoller:
             self.count_invalid(f"ENTITY-SENSOR-MIB: {kind}", n)
         self.unmapped += counts.unmapped
         return samples
-
 
     async def _last_change(self, get: Get) -> int | None:
         """The agent's entLastChangeTime (TimeTicks), None when it does not serve one or answers the
