@@ -511,7 +511,9 @@ def _big_window(fabric: Fabric, now: datetime) -> tuple[list[PortSample], list[P
     paused = {(spine[0], p.name): 1250.0 for p in fabric.ports(spine[0]) if p.name != spine[1]}
     received = {_peer_of(fabric, *k): v for k, v in paused.items()}
     received[spine] = 5000.0
-    sent = {**paused, (storm_leaf, storm_port): 5000.0}
+    # 20K pauses/s hold the link all along (load 1.68): two samples prove a storm of that rate (at
+    # 5000/s, 42 %, two samples may be a shorter burst at full rate, and it needs a third)
+    sent = {**paused, (storm_leaf, storm_port): 20000.0}
     ports: list[PortSample] = []
     pfc: list[PfcSample] = []
     times = [now - timedelta(seconds=20), now - timedelta(seconds=10), now]
