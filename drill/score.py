@@ -235,7 +235,7 @@ def score(events: Sequence[Injected], seen: Sequence[Seen], *, grace_s: float) -
         cands = _candidates(inc, events, grace_s)
         faults = [e for e in cands if not e.benign]
         if inc.fingerprint not in matched_to:
-            if inc.maintenance and not faults:
+            if inc.maintenance and (not faults or _announced_root(inc, cands)):
                 s.maintenance += 1  # announced work, said so: its actions are still judged below
             else:
                 s.false_incidents.append(_unmatched(inc, cands))
@@ -255,7 +255,7 @@ def _pair(s: Score, events: Sequence[Injected], ordered: Sequence[Seen], grace_s
     matched_to: dict[str, Injected] = {}  # incident fingerprint → its fault
     for localizing in (True, False):
         for inc in ordered:
-            if inc.fingerprint in matched_to:
+            if inc.fingerprint in matched_to or (inc.maintenance and _announced_root(inc, events)):
                 continue
             free = [e for e in _candidates(inc, events, grace_s)
                     if not e.benign and e.id not in s.pairs and localizes(inc, e) is localizing]  # fmt: skip
@@ -265,6 +265,15 @@ def _pair(s: Score, events: Sequence[Injected], ordered: Sequence[Seen], grace_s
                 matched_to[inc.fingerprint] = best
                 s.matched += 1
     return matched_to
+
+
+def _announced_root(inc: Seen, cands: Sequence[Injected]) -> bool:
+    """Whether a maintenance incident's root cause is on a benign event's own switch (a planned
+    reboot's): announced work, whatever fault its blast radius also touches. Only the root counts,
+    as for the windows themselves (:mod:`analyzer.coverage`): a rebooting spine's scope holds every
+    server of its rail, and so the servers of a storm elsewhere on the fabric."""
+    switch = inc.root.get("switch")
+    return switch is not None and any(e.benign and e.spec.get("switch") == switch for e in cands)
 
 
 def _unmatched(inc: Seen, cands: Sequence[Injected]) -> Finding:

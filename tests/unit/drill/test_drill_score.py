@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -263,6 +264,31 @@ def test_an_incident_said_to_be_in_maintenance_is_not_false_but_its_actions_are_
                           frozenset({"lf-g1-r2"}), 56.0, None, 1, drain, maintenance=True)  # fmt: skip
     s = score([reboot], [drained_anyway], grace_s=6)
     assert s.false_drains == 1 and s.false_actions[0].detail.endswith("on benign b1")
+
+
+def test_a_maintenance_incident_rooted_on_the_planned_switch_is_not_a_duplicate_of_a_fault_it_touches() -> None:
+    # a rebooting spine's scope holds its rail's servers, among them a storm's (drill seed 1, after a db blip)
+    reboot = Injected("b5", "planned_reboot", True, 50.0, 63.0, frozenset({"sp-r5-2", "lf-g1-r5"}), must_detect=False,
+                      spec={"kind": "reboot", "switch": "sp-r5-2"})  # fmt: skip
+    storm = Injected("f20", "pfc_storm", False, 50.0, 62.0, LINK.places | {"srv-g1-012"}, CABLE, frozenset(),
+                     frozenset({"checkpoint"}))  # fmt: skip
+    own = seen("s", "pfc_storm", {"switch": "lf-g1-r4", "port": "et-0/0/3:0"}, 56.0, actions=(("checkpoint", ()),))
+    spine = Seen("m", "m", "link_outage", "s", {"switch": "sp-r5-2", "port": None},
+                 frozenset({"sp-r5-2", "lf-g1-r5", "srv-g1-012"}), 52.0, 60.0, 2, (("observe", ()), ("observe", ())),
+                 maintenance=True)  # fmt: skip
+    s = score([reboot, storm], [spine, own], grace_s=6)
+    assert (s.maintenance, s.false_incidents, s.precision, s.pairs) == (1, [], 1.0, {"f20": "s"})
+    # not flagged, the same incident is a second one for the storm it touches
+    s = score([reboot, storm], [replace(spine, maintenance=False), own], grace_s=6)
+    assert [(f.what, f.event) for f in s.false_incidents] == [("duplicate", "f20")]
+    # flagged but rooted elsewhere than the planned switch: still a duplicate
+    elsewhere = Seen("e", "e", "link_outage", "s", {"switch": "lf-g1-r4", "port": "Ethernet9"},
+                     frozenset({"lf-g1-r4"}), 57.0, 60.0, 2, (("observe", ()),), maintenance=True)  # fmt: skip
+    s = score([reboot, storm], [own, elsewhere], grace_s=6)
+    assert [(f.what, f.incident) for f in s.false_incidents] == [("duplicate", "e")]
+    # and never the detection of a fault that went unseen
+    s = score([reboot, storm], [spine], grace_s=6)
+    assert s.recall == 0.0 and s.maintenance == 1 and [f.what for f in s.misses] == ["miss"]
 
 
 def test_seen_from_reads_the_maintenance_flag() -> None:
