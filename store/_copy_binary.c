@@ -197,6 +197,45 @@ put_value(Buf *b, char k, PyObject *v)
         }
         return 1;
     }
+    case 'Q': { /* int8[]: a one-dimensional list or tuple of ints, none NULL (else handed back) */
+        if (!PyList_CheckExact(v) && !PyTuple_CheckExact(v)) {
+            return 0;
+        }
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+        if (n < 1 || n > 1000000) { /* an empty array has no dimension: asyncpg writes that one */
+            return 0;
+        }
+        if (grow(b, 24 + 12 * n)) {
+            return -1;
+        }
+        Py_ssize_t start = b->len;
+        put32(b, (uint32_t)(20 + 12 * n)); /* the field's length */
+        put32(b, 1);                        /* ndim */
+        put32(b, 0);                        /* flags: no NULL element */
+        put32(b, 20);                       /* element type: int8's OID */
+        put32(b, (uint32_t)n);              /* the dimension's length ... */
+        put32(b, 1);                        /* ... and lower bound */
+        PyObject **items = PySequence_Fast_ITEMS(v);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *x = items[i];
+            if (!PyLong_Check(x)) {
+                b->len = start;
+                return 0;
+            }
+            int overflow;
+            long long e = PyLong_AsLongLongAndOverflow(x, &overflow);
+            if (e == -1 && PyErr_Occurred()) {
+                return -1;
+            }
+            if (overflow) {
+                b->len = start;
+                return 0;
+            }
+            put32(b, 8);
+            put64(b, (uint64_t)e);
+        }
+        return 1;
+    }
     case '?': /* bool */
         if (!PyBool_Check(v)) {
             return 0;
@@ -218,7 +257,8 @@ PyDoc_STRVAR(encode_doc,
 "encode(rows, kinds) -> bytes | None\n\n"
 "The binary COPY stream (header, one tuple per row, trailer) of ``rows``, tuples whose values\n"
 "match ``kinds``, one character per column: T timestamptz (datetime in datetime.UTC), s text,\n"
-"h int2, i int4, q int8, f float4, d float8, ? bool; None is NULL. None when a row is not a\n"
+"h int2, i int4, q int8, f float4, d float8, ? bool, Q int8[] (a list or tuple of ints);\n"
+"None is NULL. None when a row is not a\n"
 "tuple of that length or a value is not of its column's kind or range: the caller encodes the\n"
 "batch another way.");
 

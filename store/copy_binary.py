@@ -32,6 +32,7 @@ KINDS = {
     "float4": "f",
     "float8": "d",
     "bool": "?",
+    "_int8": "Q",  # bigint[] (port_fec's FEC bins), one dimension, no NULL element
 }
 
 Encode = Callable[[Sequence[tuple[Any, ...]], str], bytes | None]

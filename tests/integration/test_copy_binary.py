@@ -14,6 +14,7 @@ import pytest
 from store import copy_binary
 from store.config import WriterConfig
 from store.db import StoreUnavailable
+from store.fec import COLUMNS as FEC_COLUMNS
 from store.records import I64_MAX, PfcSample, PortSample
 from store.writer import BatchWriter
 
@@ -55,14 +56,33 @@ def pfc_rows(n: int, seed: int) -> list[PfcSample]:
     return rows
 
 
+def fec_rows(n: int, seed: int) -> list[tuple[object, ...]]:
+    """``port_fec`` rows as its writer copies them (store/fec.py): the FEC bins as a list of 16
+    int8 (SONiC, Cumulus), or NULL where the device has none (OpenConfig)."""
+    rnd = random.Random(seed)
+    rows: list[tuple[object, ...]] = []
+    for i in range(n):
+        head = (rnd.choice(TIMES) + timedelta(seconds=i), rnd.choice(NAMES), f"p{i}")
+        counts = (rnd.choice(INTS), rnd.choice(INTS), rnd.choice(INTS), rnd.choice(FLOATS), rnd.choice(FLOATS))
+        bins = None if rnd.random() < 0.3 else [rnd.choice([0, 1, 7, I64_MAX, I64_MIN, 2**40]) for _ in range(16)]
+        rows.append((*head, *counts, bins))
+    return rows
+
+
 @pytest.mark.parametrize(
-    ("table", "rows"),
-    [("port_counters", port_rows(600, 1)), ("pfc_counters", pfc_rows(600, 2))],
+    ("table", "rows", "columns"),
+    [
+        ("port_counters", port_rows(600, 1), PortSample._fields),
+        ("pfc_counters", pfc_rows(600, 2), PfcSample._fields),
+        ("port_fec", fec_rows(600, 3), FEC_COLUMNS),
+    ],
 )
 async def test_postgres_stores_the_same_rows_from_either_encoder(
-    pool: asyncpg.Pool, table: str, rows: list[PortSample] | list[PfcSample]
+    pool: asyncpg.Pool,
+    table: str,
+    rows: list[PortSample] | list[PfcSample] | list[tuple[object, ...]],
+    columns: tuple[str, ...],
 ) -> None:
-    columns = type(rows[0])._fields
     async with pool.acquire() as conn:
         kinds = await copy_binary.column_kinds(conn, table, columns)
         assert kinds is not None

@@ -63,6 +63,13 @@ def read_copy(data: bytes, kinds: str) -> list[tuple[Any, ...]]:
                 row.append(PG_EPOCH + timedelta(microseconds=us))
             elif k == "s":
                 row.append(raw.decode())
+            elif k == "Q":  # array_send: ndim, flags, element OID, (length, lower bound) per dim, elements
+                ndim, has_null, oid, length, lower = struct.unpack_from(">iiIii", raw)
+                assert (ndim, has_null, oid, lower) == (1, 0, 20, 1)
+                assert size == 20 + 12 * length
+                items = [struct.unpack_from(">iq", raw, 20 + 12 * i) for i in range(length)]
+                assert all(n == 8 for n, _ in items)
+                row.append([v for _, v in items])
             else:
                 fmt = {"h": ">h", "i": ">i", "q": ">q", "f": ">f", "d": ">d", "?": ">?"}[k]
                 assert size == struct.calcsize(fmt)
@@ -127,6 +134,20 @@ def test_pfc_rows_read_back_as_written(rows: list[PfcSample]) -> None:
     assert read_copy(payload, PFC_KINDS) == [tuple(r) for r in rows]
 
 
+FEC_KINDS = "TssqqqddQ"  # port_fec (migrations/021_link_health.sql): bins bigint[]
+FEC_ROWS = st.tuples(
+    TIMES, TEXT, TEXT, _opt(I64), _opt(I64), _opt(I64), _opt(FLOAT8), _opt(FLOAT8),
+    _opt(st.lists(I64, min_size=1, max_size=40)),
+)  # fmt: skip
+
+
+@given(st.lists(FEC_ROWS, max_size=20))
+def test_fec_rows_with_their_bins_read_back_as_written(rows: list[tuple[Any, ...]]) -> None:
+    payload = copy_binary.encode(rows, FEC_KINDS)
+    assert payload is not None
+    assert read_copy(payload, FEC_KINDS) == rows
+
+
 def test_int4_infinities_and_an_int_in_a_float_column() -> None:
     rows = [(2**31 - 1, -(2**31), math.inf, 3)]
     payload = copy_binary.encode(rows, "iidd")
@@ -162,16 +183,24 @@ T = datetime(2026, 12, 2, 12, tzinfo=UTC)
         ((T,), "Ts"),  # and shorter
         ([T], "T"),  # not a tuple
         ((T,), "x"),  # a kind the encoder does not know
+        (([],), "Q"),  # an empty array has no dimension: asyncpg writes it
+        (([1, None],), "Q"),  # a NULL element
+        (([2**63],), "Q"),  # beyond int8
+        (([1.0],), "Q"),
+        (((i for i in range(2)),), "Q"),  # not a list or tuple
+        (("12",), "Q"),
     ],
 )
 def test_what_the_encoder_does_not_take_it_hands_back(row: Any, kinds: str) -> None:
-    good = (T,) + (None,) * (len(kinds) - 1)
+    good = tuple({"T": T, "Q": [1]}.get(k) for k in kinds)
+    assert copy_binary.encode([good], kinds) is not None  # the row alone is what is handed back
     assert copy_binary.encode([good, row], kinds) is None
 
 
 def test_kinds_come_from_the_type_names_and_unknown_types_leave_it_to_asyncpg() -> None:
     types = {"time": "timestamptz", "switch": "text", "v": "int8", "r": "float4", "j": "jsonb"}
     assert copy_binary.kinds_of(types, ["time", "switch", "v", "r"]) == "Tsqf"
+    assert copy_binary.kinds_of({"bins": "_int8"}, ["bins"]) == "Q"
     assert copy_binary.kinds_of(types, ["time", "j"]) is None
     assert copy_binary.kinds_of(types, ["time", "missing"]) is None
 
