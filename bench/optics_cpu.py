@@ -69,20 +69,33 @@ def _without_optics(config: Path, tmp: Path) -> Path:
     return out
 
 
+def _collect(dsn: str, config: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``fabricmon collect`` (its own process) into ``dsn``; the process and its metrics URL."""
+    at = f"127.0.0.1:{_free_port()}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "collect", "--config", str(config), "--metrics-listen", at],
+        env={**os.environ, "FABRICMON_DATABASE__DSN": dsn},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return proc, f"http://{at}/metrics"
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 async def _one(
     dsn: str, config: Path, settle_s: float = DOM_INTERVAL_S + INTERVAL_S, window_s: float = WINDOW_S
 ) -> dict[str, Any]:
     """One ``fabricmon collect`` run against the running simulator: its CPU over ``window_s``,
     after ``settle_s`` (past the first dumps and a DOM sample)."""
-    at = f"127.0.0.1:{_free_port()}"
-    env = {**os.environ, "FABRICMON_DATABASE__DSN": dsn}
-    proc = subprocess.Popen(  # noqa: ASYNC220 - polled and signalled by pid
-        [sys.executable, "-m", "cli.main", "collect", "--config", str(config), "--metrics-listen", at],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://{at}/metrics"
+    proc, url = _collect(dsn, config)
     try:
         switches = await _until_schema(dsn)
         await _until_connected([_Shard(proc, url)], switches)
@@ -93,12 +106,7 @@ async def _one(
         m1 = await _complete_metrics(url)
         cpu, wall = _cpu_s(proc.pid) - cpu0, time.monotonic() - t0
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
     def rate(table: str) -> float:
         name = f'fabricmon_writer_rows_total{{outcome="written",table="{table}"}}'
@@ -127,27 +135,6 @@ async def alternate(
             runs[variant].append(await _one(dsn, path, **one))
     medians = [statistics.median(r["millicores_per_switch"] for r in runs[v]) for v in ("without", "with")]
     return medians[0], medians[1], runs
-
-
-def _collect(dsn: str, config: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``fabricmon collect`` (its own process) into ``dsn``; the process and its metrics URL."""
-    at = f"127.0.0.1:{_free_port()}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "collect", "--config", str(config), "--metrics-listen", at],
-        env={**os.environ, "FABRICMON_DATABASE__DSN": dsn},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    return proc, f"http://{at}/metrics"
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 async def side_by_side(
