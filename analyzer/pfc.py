@@ -12,13 +12,13 @@
   when a quiet sample precedes it in the window; nothing while it is the only one) and the latest
   (it may have ended there). Each counts the share its rate bears to the full rate seen inside the
   run; a run with nothing inside counts the time its link was held (:func:`trailing_run`). PFC
-  rows are stored on change, so a port's first row in
-  the window whose interval begins inside the window follows a quiet reading nobody stored: that
-  reading counts as the quiet sample it was. A run whose first row's interval reaches back past
-  the window's start counts that interval in full; a long one (the first sample after a gap in
-  the stream, over 1.5 sampling intervals) counts the time its link was held, never less than
-  one interval, when its average rate was over the threshold (a burst is not a storm). A tree is a storm
-  when one of its members has been paused for ``pfc_storm_min_s``. The window is
+  rows are stored on change, so a port's first row in the window whose interval begins inside
+  the window follows a quiet reading nobody stored: that reading counts as the quiet sample it
+  was. A run whose first row's interval reaches back past the window's start counts that
+  interval in full; a long one (the first sample after a gap in the stream, over 1.5 sampling
+  intervals) counts the time its link was held, never less than one interval, when its average
+  rate was over the threshold (a burst is not a storm). A tree is a storm when one of its
+  members has been paused for ``pfc_storm_min_s``. The window is
   ``ctx.window_s``, stretched to ``pfc_storm_min_s`` plus two sampling intervals when that is
   longer.
 * **Priorities**: per-priority rows (0..7) when a port has them; the per-interface totals (-1,
