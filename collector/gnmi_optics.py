@@ -348,7 +348,7 @@ class OpticsDecoder:
             self._put(table, port, fields)
 
     def _put(self, table: Hashes, port: str, fields: dict[str, Any]) -> None:
-        if not port or len(port) > MAX_TEXT or any(len(f) > MAX_TEXT for f in fields):
+        if not port or len(port) > MAX_TEXT or max(map(len, fields), default=0) > MAX_TEXT:
             raise Bad(TOO_LONG)
         self.values += len(fields)
         table.setdefault(port, {}).update(fields)

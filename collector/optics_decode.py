@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from collector.gnmi_values import MAX_TEXT, NOT_A_NUMBER, OUT_OF_RANGE, TOO_LONG, WRONG_TYPE, Bad, to_uint
+from collector.gnmi_values import MAX_DIGITS, MAX_TEXT, NOT_A_NUMBER, OUT_OF_RANGE, TOO_LONG, WRONG_TYPE, Bad, to_uint
 from collector.profiles import Elem
 from store.dom import DomSample
 from store.fec import FecSample
@@ -90,7 +90,7 @@ class _Fec:
     raw_ber: float | None = None  # Cumulus: the worst lane's raw (pre-FEC) BER
 
     def sample(self, at: datetime, switch: str, port: str) -> FecSample | None:
-        bins = tuple(self.bins[i] for i in range(BINS)) if all(i in self.bins for i in range(BINS)) else None
+        bins = tuple(map(self.bins.__getitem__, range(BINS))) if len(self.bins) == BINS else None  # keys: 0..15
         corrected = self.corrected
         if corrected is None and bins is not None:  # Cumulus has no such counter: its histogram says
             corrected = sum(bins[1:])
@@ -344,8 +344,30 @@ class _Tally:
 _SONIC_FEC_FIELDS: dict[str, str | int] = {**_SONIC_FEC, **{f"{_SAI_BIN}{k}": k for k in range(BINS)}}
 
 
+#: The fields sonic-gnmi answers for ``COUNTERS/<port>/SAI_PORT_STAT_IF_IN_FEC_*``: bins S0..S15,
+#: then the three counters, in :attr:`_Fec` order. A hash of exactly these takes the fast path.
+_SONIC_FEC_ORDER = (*(f"{_SAI_BIN}{k}" for k in range(BINS)), *_SONIC_FEC)
+_SONIC_FEC_NAMES = frozenset(_SONIC_FEC_ORDER)
+
+
+def _plain_uints(values: list[Any]) -> list[int] | None:
+    """``values`` as ints when every one is a plain decimal text below 10^19 (what sonic-gnmi
+    sends: Redis hash fields); None when any is not (each is then read the careful way)."""
+    try:
+        text = "".join(values)
+    except TypeError:  # not all text
+        return None
+    if not (text.isascii() and text.isdigit()) or min(map(len, values)) == 0 or max(map(len, values)) >= MAX_DIGITS:
+        return None
+    return list(map(int, values))
+
+
 def _sonic_fec(fields: Mapping[str, Any], tally: _Tally) -> _Fec:
     f = _Fec()
+    if fields.keys() == _SONIC_FEC_NAMES and (ints := _plain_uints([fields[k] for k in _SONIC_FEC_ORDER])):
+        f.bins = dict(enumerate(ints[:BINS]))
+        f.corrected, f.uncorrectable, f.symbol_errors = ints[BINS:]
+        return f
     for name, value in fields.items():
         slot = _SONIC_FEC_FIELDS.get(name)
         if slot is None:
@@ -365,15 +387,34 @@ def _sonic_fec(fields: Mapping[str, Any], tally: _Tally) -> _Fec:
     return f
 
 
-def _sonic_lane(name: str, d: _Dom) -> tuple[dict[str, float], str, str] | None:
-    """(lanes, lane, unit) of a TRANSCEIVER_DOM_SENSOR field (``rx3power``, ``tx1bias``)."""
-    for prefix, suffix, lanes, unit in (("rx", "power", d.rx, "dbm"), ("tx", "power", d.tx, "dbm"),
-                                        ("tx", "bias", d.bias, "ma")):  # fmt: skip
+#: TRANSCEIVER_DOM_SENSOR field -> (which lanes, lane, unit) or None, as :func:`_lane_of` finds
+#: it; the names repeat every sample (bounded: the names come from the switch).
+_LANES: dict[str, tuple[str, str, str] | None] = {}
+_MAX_LANE_NAMES = 4096
+
+
+def _lane_of(name: str) -> tuple[str, str, str] | None:
+    for prefix, suffix, which, unit in (("rx", "power", "rx", "dbm"), ("tx", "power", "tx", "dbm"),
+                                        ("tx", "bias", "bias", "ma")):  # fmt: skip
         if name.startswith(prefix) and name.endswith(suffix):
             lane = name[len(prefix) : -len(suffix)]
             if lane.isdigit() and len(lane) <= 2:
-                return lanes, lane, unit
+                return which, lane, unit
     return None
+
+
+def _sonic_lane(name: str, d: _Dom) -> tuple[dict[str, float], str, str] | None:
+    """(lanes, lane, unit) of a TRANSCEIVER_DOM_SENSOR field (``rx3power``, ``tx1bias``)."""
+    try:
+        found = _LANES[name]
+    except KeyError:
+        found = _lane_of(name)
+        if len(_LANES) < _MAX_LANE_NAMES:
+            _LANES[name] = found
+    if found is None:
+        return None
+    which, lane, unit = found
+    return (d.rx if which == "rx" else d.tx if which == "tx" else d.bias), lane, unit
 
 
 def _sonic_dom(sensor: Mapping[str, Any], limits: Mapping[str, Any], tally: _Tally) -> _Dom:

@@ -137,3 +137,33 @@ def test_bounded_either_returns_a_value_in_bounds_or_says_why(value: Any) -> Non
         assert exc.args[0] in {"not_a_number", "out_of_range", "wrong_type", "too_long"}
     else:
         assert -60.0 <= v <= 20.0
+
+
+_FEC_NAMES = [f"SAI_PORT_STAT_IF_IN_FEC_CODEWORD_ERRORS_S{i}" for i in range(16)] + [
+    "SAI_PORT_STAT_IF_IN_FEC_CORRECTABLE_FRAMES",
+    "SAI_PORT_STAT_IF_IN_FEC_NOT_CORRECTABLE_FRAMES",
+    "SAI_PORT_STAT_IF_IN_FEC_SYMBOL_ERRORS",
+]
+_PLAIN = st.integers(0, 10**19 + 5).map(str)  # the usual form, up to past 64 bits
+_ODD = st.one_of(
+    st.sampled_from(["", "-1", " 12", "+3", "1e3", "\uff10", "99999999999999999999", "N/A"]),
+    st.integers(-5, 2**64 + 5),
+    st.none(),
+)
+
+
+@given(st.fixed_dictionaries({name: _PLAIN for name in _FEC_NAMES}), st.sets(st.sampled_from(_FEC_NAMES)), st.data())
+def test_a_whole_fec_hash_decodes_as_the_careful_path_does(
+    fields: dict[str, Any], odd: set[str], data: st.DataObject
+) -> None:
+    """sonic-gnmi's 19 FEC fields take a fast path; a hash with one more field (not FEC) takes
+    the careful one, field by field. Both give the same sample and count the same invalid values,
+    whichever fields hold something other than a plain decimal."""
+    fields.update({name: data.draw(_ODD) for name in odd})
+
+    def decode(hashes: dict[str, Any]) -> tuple[Any, Counter[str]]:
+        bad: Counter[str] = Counter()
+        batch = SonicOptics("sw", lambda k, n: bad.update({k: n})).decode(AT, counters={"Ethernet0": hashes})
+        return batch.fec, bad
+
+    assert decode(fields) == decode({**fields, "SAI_PORT_STAT_IF_IN_OCTETS": "1"})
