@@ -195,19 +195,21 @@ _events = st.lists(
     st.tuples(st.booleans(), st.floats(0, 100), st.floats(0, 30), st.sampled_from(["a", "b", "c"])), max_size=8
 )
 _incidents = st.lists(st.tuples(st.floats(0, 140), st.sampled_from(["a", "b", "c", "d"]),
-                                st.sampled_from(["observe", "drain", "checkpoint"])), max_size=10)  # fmt: skip
+                                st.sampled_from(["observe", "drain", "checkpoint"]), st.booleans()),
+                      max_size=10)  # fmt: skip
 
 
 @settings(max_examples=200)
 @given(_events, _incidents)
 def test_every_incident_is_counted_once_and_figures_are_ratios(events: list[Any], incidents: list[Any]) -> None:
     truth = [Injected(f"e{i}", "k", benign, start, start + length, frozenset({place}), frozenset({(place, None)}),
-                      frozenset({place}), frozenset({"drain"}), not benign)
+                      frozenset({place}), frozenset({"drain"}), not benign, {"switch": place})
              for i, (benign, start, length, place) in enumerate(events)]  # fmt: skip
-    got = [seen(f"i{i}", "r", {"switch": place}, at, actions=((action, (place,)),))
-           for i, (at, place, action) in enumerate(incidents)]  # fmt: skip
+    got = [replace(seen(f"i{i}", "r", {"switch": place}, at, actions=((action, (place,)),)), maintenance=maint)
+           for i, (at, place, action, maint) in enumerate(incidents)]  # fmt: skip
     s = score(truth, got, grace_s=5)
-    assert s.matched + len(s.false_incidents) == len(got)
+    assert s.matched + len(s.false_incidents) + s.maintenance == len(got)
+    assert s.maintenance <= sum(i.maintenance for i in got)
     assert len(s.pairs) == s.matched and len(set(s.pairs.values())) == s.matched
     assert s.detected + len(s.misses) == s.must_detect
     for ratio in (s.precision, s.recall, s.localization):
