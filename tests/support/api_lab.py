@@ -52,10 +52,18 @@ def port(switch: str, place: int) -> str:
 
 STORM_PORT = port(STORM_LEAF, 2)  # a server-facing port pausing the leaf
 JOB_HOSTS = [f"srv-g2-{i:03d}" for i in range(1, 9)]  # under the downed uplink's leaf (rail 3)
-FAULTS: list[dict[str, Any]] = [
-    {"kind": "link_down", "switch": DOWN_LEAF},
-    {"kind": "pfc_storm", "switch": STORM_LEAF, "port": STORM_PORT, "rate_pps": 20000},
-]
+
+
+def faults_for(fabric: Fabric) -> list[dict[str, Any]]:
+    """The leaf uplink down and the PFC storm, the storm's port named as ``fabric`` names it."""
+    storm_port = fabric.ports(STORM_LEAF)[1].name
+    return [
+        {"kind": "link_down", "switch": DOWN_LEAF},
+        {"kind": "pfc_storm", "switch": STORM_LEAF, "port": storm_port, "rate_pps": 20000},
+    ]
+
+
+FAULTS: list[dict[str, Any]] = faults_for(FABRIC)
 
 
 @dataclass(frozen=True)
@@ -89,7 +97,7 @@ async def seed(
         pipe = Pipeline(pool, fabric)
         pipe.start()
         service = AnalyzerService(CONFIG, fabric, pool)
-        chosen = FAULTS if faults is None else faults
+        chosen = faults_for(fabric) if faults is None else faults
         if evaluate_every <= 0:
             await feed_rounds(state, pipe, clock, rounds, chosen)
         else:
