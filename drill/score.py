@@ -255,9 +255,10 @@ def _pair(s: Score, events: Sequence[Injected], ordered: Sequence[Seen], grace_s
     matched_to: dict[str, Injected] = {}  # incident fingerprint → its fault
     for localizing in (True, False):
         for inc in ordered:
-            if inc.fingerprint in matched_to or (inc.maintenance and _announced_root(inc, events)):
+            cands = _candidates(inc, events, grace_s)
+            if inc.fingerprint in matched_to or (inc.maintenance and _announced_root(inc, cands)):
                 continue
-            free = [e for e in _candidates(inc, events, grace_s)
+            free = [e for e in cands
                     if not e.benign and e.id not in s.pairs and localizes(inc, e) is localizing]  # fmt: skip
             if free:
                 best = max(free, key=lambda e: e.start_s)  # the one that started last before it fired

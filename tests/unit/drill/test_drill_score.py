@@ -291,6 +291,10 @@ def test_a_maintenance_incident_rooted_on_the_planned_switch_is_not_a_duplicate_
     # and never the detection of a fault that went unseen
     s = score([reboot, storm], [spine], grace_s=6)
     assert s.recall == 0.0 and s.maintenance == 1 and [f.what for f in s.misses] == ["miss"]
+    # a planned reboot of that switch long before is not this incident's announced work
+    earlier = replace(reboot, start_s=0.0, end_s=10.0)
+    s = score([earlier, storm], [spine], grace_s=6)
+    assert s.pairs == {"f20": "m"} and s.maintenance == 0
 
 
 def test_seen_from_reads_the_maintenance_flag() -> None:
