@@ -35,10 +35,12 @@ import asyncio
 import time
 from collections.abc import Sequence
 from functools import partial
+from typing import Any, cast
 
 from pygnmi.spec.v080 import gnmi_pb2
 
 from collector.config import CollectorConfig
+from collector.gnmi_counters_fec import CountersFec, CountersFecStream
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_optics import OpticsDecoder, OpticsSink, OpticsStream
 from collector.gnmi_settings import GnmiStats, GnmiTuning, StreamSettings
@@ -160,26 +162,34 @@ class GnmiCollector:
         target: str,
         subs: tuple[Subscription, ...],
     ) -> GnmiStream:
-        profile, tune, interval = resolver.profile, self._tuning, self._config.gnmi_interval_s
-        poll = self._config.gnmi_mode == "poll"
+        profile, tune, config = resolver.profile, self._tuning, self._config
+        interval, poll, sink = config.gnmi_interval_s, config.gnmi_mode == "poll", self._sink
+        invalid = partial(sink.count_invalid, t.switch)  # skipped values: counted by the sink alone
+        fec = None
+        if profile.fec_in_counters and isinstance(sink, OpticsSink):  # SONiC: FEC is in the COUNTERS hash
+            fec = CountersFec(t.switch, invalid, every_s=config.fec_interval_s, max_skew_s=config.max_clock_skew_s)
         decoder = StreamDecoder(
             t.switch,
             resolver,
             ports,
-            partial(self._sink.count_invalid, t.switch),  # skipped values: counted by the sink alone
+            invalid,
             max_message_bytes=tune.max_message_bytes,
             owns_lldp=profile.covers_lldp(subs),
+            tap=fec,
         )
         request = subscribe_request(profile, target, subs, interval, poll)
-        return GnmiStream(
-            self._settings(t, target, subs, request, interval),
-            decoder=decoder,
-            channel=lambda: self._channels.get(t),
-            sink=self._sink,
-            stats=self.stats,
-            limit=self._limit,
-            on_state=sw.update,
-        )
+        common: dict[str, Any] = {
+            "decoder": decoder,
+            "channel": lambda: self._channels.get(t),
+            "sink": sink,
+            "stats": self.stats,
+            "limit": self._limit,
+            "on_state": sw.update,
+        }
+        settings = self._settings(t, target, subs, request, interval)
+        if fec is not None:
+            return CountersFecStream(settings, fec=fec, optics=cast(OpticsSink, sink), **common)
+        return GnmiStream(settings, **common)
 
     def _settings(
         self,

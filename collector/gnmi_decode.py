@@ -119,9 +119,13 @@ class StreamDecoder(GroupState):
         *,
         max_message_bytes: int = 64 << 20,
         owns_lldp: bool = True,
+        tap: Callable[[tuple[Elem, ...], Any, int], None] | None = None,
     ) -> None:
+        """``tap``: handed each parsed JSON document, its path and its sample's timestamp, before
+        it is stored (:mod:`collector.gnmi_counters_fec`); it must not raise or change it."""
         super().__init__(switch, resolver, ports, invalid, owns_lldp=owns_lldp)
         self._max = max_message_bytes
+        self._tap = tap
         self._prefixes: dict[bytes, _Prefix] = {}
         self._empty_families = tuple(f for f in self._profile.families if f.empty_is_delete)
 
@@ -290,6 +294,8 @@ class StreamDecoder(GroupState):
             raise Bad(TOO_DEEP) from None
         except ValueError:  # also a number of more than 4300 digits, and bytes that are not UTF-8
             raise Bad(BAD_JSON) from None
+        if self._tap is not None:
+            self._tap(elems, doc, self._ts)
         if isinstance(doc, dict | list):
             out: list[tuple[tuple[Elem, ...], Any]] = []
             flatten(elems, doc, self._profile.list_keys, out)  # raises TOO_DEEP before storing any

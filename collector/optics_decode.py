@@ -348,6 +348,9 @@ _SONIC_FEC_FIELDS: dict[str, str | int] = {**_SONIC_FEC, **{f"{_SAI_BIN}{k}": k 
 #: then the three counters, in :attr:`_Fec` order. A hash of exactly these takes the fast path.
 _SONIC_FEC_ORDER = (*(f"{_SAI_BIN}{k}" for k in range(BINS)), *_SONIC_FEC)
 _SONIC_FEC_NAMES = frozenset(_SONIC_FEC_ORDER)
+#: Those field names, in that order (what a whole COUNTERS hash is searched for:
+#: :mod:`collector.gnmi_counters_fec`).
+SONIC_FEC_NAMES: tuple[str, ...] = _SONIC_FEC_ORDER
 
 
 def _plain_uints(values: list[Any]) -> list[int] | None:

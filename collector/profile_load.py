@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from collector.profiles import (
     LLDP_FIELDS,
@@ -83,6 +83,13 @@ class _SubscriptionDoc(_Doc):
 class _OpticsDoc(_Doc):
     schema_: Literal["openconfig", "sonic"] = Field(alias="schema")
     subscriptions: list[_SubscriptionDoc] = Field(min_length=1)
+    fec: Literal["subscribed", "counters"] = "subscribed"
+
+    @model_validator(mode="after")
+    def _fec_in_counters_is_sonic(self) -> _OpticsDoc:
+        if self.fec == "counters" and self.schema_ != "sonic":
+            raise ValueError("fec: counters reads SONiC's COUNTERS hash: it needs schema: sonic")
+        return self
 
 
 class _ProfileDoc(_Doc):
@@ -200,6 +207,7 @@ def compile_profile(data: object, where: str = "profile") -> Profile:
         list_keys=list_keys,
         optics_schema=None if doc.optics is None else doc.optics.schema_,
         optics_subscriptions=optics_subs,
+        fec_in_counters=doc.optics is not None and doc.optics.fec == "counters",
     )
 
 

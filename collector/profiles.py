@@ -18,7 +18,9 @@ A profile (``collector/profiles/<name>.yaml``, or a YAML file given by path) hol
   leaves and ``/components`` transceivers, mapped by the device's ``state/transceiver``;
   ``sonic``: COUNTERS FEC fields and STATE_DB ``TRANSCEIVER_DOM_*`` tables) and
   ``subscriptions`` as above, each SAMPLE at the counter interval or, with ``interval: dom``, at
-  ``collector.dom_interval_s`` (DOM moves slowly).
+  ``collector.dom_interval_s`` (DOM moves slowly). ``fec: counters`` (``sonic`` only) takes the
+  FEC fields from the COUNTERS hash the counters' stream already receives, at
+  ``collector.fec_interval_s`` (:mod:`collector.gnmi_counters_fec`), instead of a subscription.
 * ``families``: groups of leaves under one per-interface ``root``. The root template binds the
   port name, as a key value (``/interfaces/interface[name={port}]``) or as an element name
   (``COUNTERS/{port}``). ``leaves`` maps a path below the root to a :class:`PortReading` field
@@ -221,6 +223,9 @@ class Profile:
     #: Link health: the decoder's schema (None: the profile has no optics paths) and subscriptions.
     optics_schema: Literal["openconfig", "sonic"] | None = None
     optics_subscriptions: tuple[Subscription, ...] = ()
+    #: FEC comes in the counters' own COUNTERS hash (SONiC), cut from it at fec_interval_s
+    #: (:mod:`collector.gnmi_counters_fec`), not subscribed to.
+    fec_in_counters: bool = False
 
     def match(self, elems: Sequence[Elem]) -> tuple[Family, str, Sequence[Elem]] | None:
         """The family whose root ``elems`` starts with, the bound port, and the elements below."""

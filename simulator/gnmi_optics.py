@@ -29,8 +29,9 @@ not from the port rows):
   are not applied to these families (a simplification: the collector reads both forms);
 * SONiC's DB targets (:class:`SonicOpticsRenderer`): ``COUNTERS_DB`` answers the FEC fields
   when a path names them (``COUNTERS/Ethernet*/SAI_PORT_STAT_IF_IN_FEC_*``, a glob over ports
-  as one Update ``{"<port>": {...}}``); a whole-hash ``COUNTERS/Ethernet*`` answers the fields
-  it always did (a real switch's hash has them too, and ~80 more). ``STATE_DB`` answers
+  as one Update ``{"<port>": {...}}``); a whole-hash ``COUNTERS/Ethernet*`` carries them too,
+  after its other fields (:func:`sonic_fec_texts`; a real switch's hash has them, and ~80
+  more). ``STATE_DB`` answers
   ``TRANSCEIVER_DOM_SENSOR[/<port>]`` and ``TRANSCEIVER_DOM_THRESHOLD[/<port>]``, one Update per
   key, values as strings.
 """
@@ -45,7 +46,7 @@ from typing import Any
 from simulator.gnmi_paths import Elem as PElem
 from simulator.gnmi_paths import Family, Kind, Leaf, Selection, match_template, parse_xpath
 from simulator.gnmi_wire import Encoding, Group, Layout, json_ietf, path_bytes, prefix_field, string_val, update_field
-from simulator.optics import OpticReading
+from simulator.optics import BINS, OpticReading
 from wire.protobuf import U64_MAX, varint
 
 Elem = tuple[str, tuple[tuple[str, str], ...]]
@@ -110,6 +111,27 @@ def sonic_tables(readings: list[OpticReading]) -> tuple[dict[str, dict[str, str]
                 "txbiashighalarm": f"{t.bias_high_critical_ma:.4f}",
             }  # fmt: skip
     return counters, dom, limits
+
+
+#: The FEC fields of a COUNTERS hash as JSON members (bins S0..S15, then the three counters).
+_FEC_MEMBERS = b",".join(
+    b'"%s":"%%d"' % name.encode()
+    for name in (
+        *(f"SAI_PORT_STAT_IF_IN_FEC_CODEWORD_ERRORS_S{i}" for i in range(BINS)),
+        "SAI_PORT_STAT_IF_IN_FEC_CORRECTABLE_FRAMES",
+        "SAI_PORT_STAT_IF_IN_FEC_NOT_CORRECTABLE_FRAMES",
+        "SAI_PORT_STAT_IF_IN_FEC_SYMBOL_ERRORS",
+    )
+)
+
+
+def sonic_fec_texts(readings: Sequence[OpticReading]) -> dict[str, bytes]:
+    """Each port's FEC fields as the JSON members a whole ``COUNTERS`` hash carries (no braces)."""
+    return {
+        r.port: _FEC_MEMBERS % (*r.fec_bins, r.fec_corrected, r.fec_uncorrectable, r.symbol_errors)
+        for r in readings
+        if len(r.fec_bins) == BINS
+    }
 
 
 # --- served over gNMI -------------------------------------------------------------------------

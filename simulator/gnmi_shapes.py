@@ -38,6 +38,7 @@ from simulator.gnmi_optics import (
     OpticsRenderer,
     SonicOpticsRenderer,
     select_optics,
+    sonic_fec_texts,
 )
 from simulator.gnmi_paths import (
     IF_FIELDS,
@@ -114,6 +115,9 @@ class Shape:
     status_heartbeat = False
     #: The link-health families it serves (simulator.gnmi_optics).
     optics_families: tuple[Family, ...] = OPENCONFIG_OPTICS
+    #: The counters families whose answer also carries fields read from the transceivers
+    #: (:meth:`render_with_optics`): SONiC's COUNTERS hash has the port's FEC fields.
+    counters_optics: frozenset[Family] = frozenset()
 
     def __init__(self, nos: Nos, renderer: Renderer, layout: Layout | None = None) -> None:
         self.nos = nos
@@ -139,6 +143,17 @@ class Shape:
     ) -> list[Group]:
         """The groups of a link-health selection (simulator.gnmi_optics), from transceiver readings."""
         return self.optics.render(target, sel, encoding, readings)
+
+    def render_with_optics(
+        self,
+        target: str,
+        sel: Selection,
+        encoding: Encoding,
+        ports: Sequence[PortCounters],
+        readings: Sequence[OpticReading],
+    ) -> list[Group]:
+        """The groups of a :attr:`counters_optics` selection: the counters and the transceivers' fields."""
+        return self.render(target, sel, encoding, ports, ())
 
     def leaves(self, family: Family) -> tuple[Leaf, ...]:
         """The leaf table of a family."""
@@ -213,10 +228,22 @@ class XrShape(Shape):
 class SonicShape(Shape):
     """SONiC's DB targets (the prefix target is the database)."""
 
+    counters_optics = frozenset({Family.SONIC_COUNTERS})
+
     def __init__(self, renderer: Renderer) -> None:
         super().__init__(Nos.SONIC, renderer)
         self.sonic = SonicRenderer()
         self.sonic_optics = SonicOpticsRenderer()
+
+    def render_with_optics(
+        self,
+        target: str,
+        sel: Selection,
+        encoding: Encoding,
+        ports: Sequence[PortCounters],
+        readings: Sequence[OpticReading],
+    ) -> list[Group]:
+        return self.sonic.render(target, sel, ports, (), sonic_fec_texts(readings))
 
     def render_optics(
         self, target: str, sel: Selection, encoding: Encoding, readings: Sequence[OpticReading]

@@ -20,7 +20,11 @@ The prefix of every answer carries only the target (the DB name). Port names are
 simulated fabric's (``swp1``, as on a SONiC switch whose ports carry vendor aliases), so the
 collector's rows line up with the inventory. Only the stats fabricmon reads are served, plus
 two constant ones (``SAI_PORT_STAT_IF_IN_UNKNOWN_PROTOS``, ``SAI_PORT_STAT_IF_OUT_QLEN``) so a
-whole-port answer carries fields a collector must skip; a real switch has ~100. COUNTERS_DB
+whole-port answer carries fields a collector must skip; a real switch has ~100. A whole hash
+(``COUNTERS/<port|glob>``) also carries the port's FEC fields
+(``SAI_PORT_STAT_IF_IN_FEC_CODEWORD_ERRORS_S0..S15``, ``_CORRECTABLE_FRAMES``,
+``_NOT_CORRECTABLE_FRAMES``, ``_SYMBOL_ERRORS``), as orchagent's port counters put them in the
+same hash (sonic-net/SONiC ``doc/port_fec_flr``), after the others. COUNTERS_DB
 has no last-clear or carrier-transition count. Values are JSON whatever encoding is asked for
 (sonic-gnmi answers DB paths as JSON_IETF).
 
@@ -31,7 +35,7 @@ in ``../shared/fixtures/gnmi/sonic-gnmi/`` (``COUNTERS__Ethernet68.txt``,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -256,10 +260,27 @@ class SonicRenderer:
         return self.prefix(db), self.path(TABLES.get(family) or SONIC_TABLES[family], port)
 
     def render(
-        self, db: str, sel: Selection, ports: Sequence[PortCounters], lldp: Sequence[LldpNeighbor]
+        self,
+        db: str,
+        sel: Selection,
+        ports: Sequence[PortCounters],
+        lldp: Sequence[LldpNeighbor],
+        fec: Mapping[str, bytes] | None = None,
     ) -> list[Group]:
-        """The groups answering one selection (see the module docstring for the forms)."""
+        """The groups answering one selection (see the module docstring for the forms); ``fec``:
+        each port's FEC fields as JSON members, added to a whole ``COUNTERS`` hash."""
         tpl = self._template(sel)
+        fmt, values = tpl.fmt, tpl.values
+
+        def hash_text(name: str, r: Any) -> bytes:
+            return fmt % values(r)
+
+        if fec and sel.family is Family.SONIC_COUNTERS and len(sel.leaves) == len(FIELDS[sel.family]):
+
+            def hash_text(name: str, r: Any) -> bytes:  # the FEC members after the others
+                extra = fec.get(name)
+                return fmt % values(r) if extra is None else (fmt % values(r))[:-1] + b"," + extra + b"}"
+
         table = TABLES[sel.family]
         if sel.family is Family.SONIC_LLDP:
             first: dict[str, LldpNeighbor] = {}
@@ -278,18 +299,16 @@ class SonicRenderer:
         if sel.port is None and sel.family is Family.SONIC_COUNTERS:
             if not rows:
                 return []
-            fmt, values, text = tpl.fmt, tpl.values, self._text
+            text = self._text
             rows.sort(key=itemgetter(0))  # Go's encoding/json sorts map keys
-            doc = b"{" + b",".join(text(name) + b":" + fmt % values(r) for name, r in rows) + b"}"
+            doc = b"{" + b",".join(text(name) + b":" + hash_text(name, r) for name, r in rows) + b"}"
             key = self.path(table, sel.glob or "Ethernet*", *leaf)
             return [Group("", prefix, (key,), [update_field(key, json_ietf(doc))])]
         groups: list[Group] = []
         for name, r in rows:
             key = self.path(table, name, *leaf)
-            if tpl.single is not None:
-                value = string_val(self._raw(tpl.single, r))
-            else:
-                value = json_ietf(tpl.fmt % tpl.values(r))
+            single = tpl.single
+            value = json_ietf(hash_text(name, r)) if single is None else string_val(self._raw(single, r))
             groups.append(Group(name, prefix, (key,), [update_field(key, value)]))
         return groups
 

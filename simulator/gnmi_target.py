@@ -199,6 +199,9 @@ class Snapshot:
         offset = shape.offsets.get(sel.family, 0)
         if sel.family in OPTICS_FAMILIES:
             return shape.render_optics(self.speaker.target, sel, encoding, self.optics(offset)), offset
+        if sel.family in shape.counters_optics:  # SONiC's COUNTERS hash: its FEC fields too
+            ports, readings = self.ports(offset), self.optics(offset)
+            return shape.render_with_optics(self.speaker.target, sel, encoding, ports, readings), offset
         if sel.family in _LLDP_FAMILIES:
             return shape.render(self.speaker.target, sel, encoding, (), self.lldp()), offset
         return shape.render(self.speaker.target, sel, encoding, self.ports(offset), ()), offset

@@ -3,7 +3,8 @@
 A small fabric whose switches speak every NOS shape in turn (openconfig, eos, sonic, xr, cumulus);
 one port of an OpenConfig switch and one of a SONiC switch get an ``optic_degrade`` fault. The in-process
 CollectorService subscribes to each profile's ``optics`` paths (FEC at ``collector.fec_interval_s``,
-DOM at ``collector.dom_interval_s``, both 1 s here) and the rows land in ``transceiver_dom`` and
+DOM at ``collector.dom_interval_s``, both 1 s here; SONiC's FEC is cut from the COUNTERS hash its
+counters' stream receives) and the rows land in ``transceiver_dom`` and
 ``port_fec`` through the pipeline's writers: rx power falls as the simulator says it does, on the
 interface the device maps the transceiver to, and FEC counters (with SONiC's bins) grow. The
 Cumulus switches are collected with the ``cumulus`` profile: their ``phy`` FEC leaves and FEC
@@ -122,8 +123,14 @@ async def test_optic_degrade_reaches_transceiver_dom_and_port_fec_from_openconfi
             )
             assert len(fec) >= ROWS
             assert fec[-1]["corrected"] > fec[0]["corrected"] > 0
-            if switch == sonic:
+            if switch == sonic:  # cut from the COUNTERS hash the counters' stream receives (no FEC subscription)
                 assert all(len(r["bins"]) == 16 for r in fec)  # SONiC's histogram, S0..S15
+                for r in await pool.fetch(
+                    "SELECT time, bins, corrected FROM port_fec WHERE switch = $1 AND port = $2", switch, port
+                ):
+                    truth = optic.read(_ns(r["time"]), None)
+                    assert (list(r["bins"][1:]), r["corrected"]) == (list(truth.fec_bins[1:]), truth.fec_corrected)
+                    assert abs(r["bins"][0] - truth.fec_bins[0]) < 1000  # clean codewords: the time is kept to 1 µs
             else:
                 assert all(r["bins"] is None for r in fec)  # OpenConfig has none
         # every switch of every shape delivered DOM and FEC for its cabled ports, nothing skipped as invalid

@@ -234,6 +234,15 @@ async def test_sonic_counters_are_one_json_table_of_strings(sim: Sim) -> None:
     assert int(row["SAI_PORT_STAT_PFC_3_RX_PKTS"]) == truth.pfc_rx[3]
     assert int(row["SAI_PORT_STAT_PFC_3_TX_PKTS"]) == truth.pfc_tx[3]
     assert "SAI_PORT_STAT_IF_OUT_QLEN" in row  # a field a collector must skip
+    # the port's FEC fields are in the same hash, as orchagent's port counters put them
+    optic = {o.port: o for o in sim.view.transceivers(SONIC, t)}[PORT]
+    bins = [int(row[f"SAI_PORT_STAT_IF_IN_FEC_CODEWORD_ERRORS_S{k}"]) for k in range(16)]
+    assert bins == list(optic.fec_bins) and sum(bins) > 0
+    assert int(row["SAI_PORT_STAT_IF_IN_FEC_CORRECTABLE_FRAMES"]) == optic.fec_corrected
+    assert int(row["SAI_PORT_STAT_IF_IN_FEC_NOT_CORRECTABLE_FRAMES"]) == optic.fec_uncorrectable
+    assert int(row["SAI_PORT_STAT_IF_IN_FEC_SYMBOL_ERRORS"]) == optic.symbol_errors
+    (one_port,) = await until_sync(await subscribe(sim, request("COUNTERS_DB", f"COUNTERS/{PORT}"), username=SONIC))
+    assert json.loads(one_port.update[0].val.json_ietf_val) == row
     # One field of one port: a string_val at the full path.
     (one,) = await until_sync(
         await subscribe(sim, request("COUNTERS_DB", f"COUNTERS/{PORT}/SAI_PORT_STAT_IF_IN_OCTETS"), username=SONIC)

@@ -25,6 +25,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 import collector.gnmi_decode as gnmi_decode
 from collector import speedups
+from collector.gnmi_counters_fec import CountersFec
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_values import PortState, Resolver
 from collector.profile_load import load_profile
@@ -134,11 +135,11 @@ def decode(messages: Sequence[bytes], profile: str, *, c: bool, close_each: bool
     """
     invalid: Counter[str] = Counter()
     ports: dict[str, PortState] = {}
+    count = lambda what, n: invalid.update({what: n})  # noqa: E731
+    loaded = load_profile(profile)
+    fec = CountersFec(SW, count, every_s=1.0) if loaded.fec_in_counters else None  # SONiC: FEC cut from COUNTERS
     with c_path(c):
-        dec = StreamDecoder(
-            SW, Resolver(load_profile(profile)), ports, lambda what, n: invalid.update({what: n}),
-            max_message_bytes=1 << 20,
-        )  # fmt: skip
+        dec = StreamDecoder(SW, Resolver(loaded), ports, count, max_message_bytes=1 << 20, tap=fec)
         dec.begin()
         syncs = 0
         for m in messages:
@@ -156,7 +157,8 @@ def decode(messages: Sequence[bytes], profile: str, *, c: bool, close_each: bool
         "notifications": dec.notifications,
         "syncs": syncs,
         "invalid": dict(invalid),
-        "failures": dec.failures,
+        "failures": dec.failures + (fec.failures if fec is not None else 0),
+        "fec": [(f.port, f.bins, f.corrected, f.uncorrectable) for f in fec.take()] if fec is not None else [],
     }
 
 

@@ -226,3 +226,26 @@ def test_openconfig_dom_asks_for_each_lane_instant_reading_not_the_whole_subtree
     dom = [s.path.rpartition(":")[2] for s in profile.optics_subscriptions if s.interval == "dom"]
     assert dom and all(p.endswith("/instant") for p in dom)
     assert {p.split("/")[-2] for p in dom} == {"input-power", "output-power", "laser-bias-current", "temperature"}
+
+
+def test_sonic_takes_fec_from_the_counters_hash_and_subscribes_to_it_once() -> None:
+    """orchagent keeps the FEC fields in the COUNTERS hash the counters' stream already receives:
+    the sonic profile cuts them from there (collector/gnmi_counters_fec.py), and no link-health
+    stream asks for COUNTERS a second time. The OpenConfig profiles subscribe to their FEC leaves."""
+    sonic = load_profile("sonic")
+    assert sonic.fec_in_counters
+    optics = sonic.optics_streams(None, "sw1")
+    assert "COUNTERS_DB" not in optics and all(not s.path.startswith("COUNTERS") for s in sonic.optics_subscriptions)
+    assert [s.path for s in sonic.streams(None, "sw1")["COUNTERS_DB"]] == ["COUNTERS/Ethernet*"]  # the whole hash
+    for name in ("openconfig", "eos", "xr", "junos", "cumulus"):
+        other = load_profile(name)
+        assert not other.fec_in_counters and any(s.interval == "fec" for s in other.optics_subscriptions), name
+
+
+def test_fec_in_counters_needs_the_sonic_schema() -> None:
+    optics = {"schema": "openconfig", "fec": "counters", "subscriptions": [{"path": "/components", "mode": "sample"}]}
+    with pytest.raises(ProfileError, match="fec: counters reads SONiC's COUNTERS hash"):
+        compile_profile(_doc(optics=optics))
+    with pytest.raises(ProfileError, match="fec"):
+        compile_profile(_doc(optics={**optics, "schema": "sonic", "fec": "sometimes"}))
+    assert compile_profile(_doc(optics={**optics, "schema": "sonic"})).fec_in_counters

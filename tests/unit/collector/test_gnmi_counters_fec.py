@@ -1,0 +1,208 @@
+"""SONiC's FEC cut from the counters' COUNTERS hash (collector/gnmi_counters_fec.py).
+
+The wire form is the simulator's (simulator/gnmi_sonic.py: a whole hash carries the FEC fields
+after the others, as orchagent keeps them in one hash), decoded by the real counters decoder
+with the sonic profile. The property holds the cut to what the link-health stream's decoder
+says about the same fields subscribed on their own (``COUNTERS/Ethernet*/SAI_PORT_STAT_IF_IN_FEC_*``),
+invalid values included, so the two ways to collect FEC give the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pygnmi.spec.v080 import gnmi_pb2
+
+from collector.gnmi_counters_fec import CountersFec
+from collector.gnmi_decode import StreamDecoder
+from collector.gnmi_optics import MAX_KEYS, OpticsDecoder
+from collector.gnmi_values import MAX_TEXT, TOO_LONG, TOO_MANY, PortState, Resolver
+from collector.optics_decode import SONIC_FEC_NAMES, SonicOptics
+from collector.profile_load import load_profile
+from fabric.model import FabricParams
+from fabric.topology import build_aipod
+from simulator.fabric_state import FabricState
+from simulator.gnmi_optics import sonic_fec_texts
+from simulator.gnmi_paths import Family, Selection
+from simulator.gnmi_sonic import FIELDS, SonicRenderer
+from simulator.gnmi_wire import notification, timestamp
+from store.fec import FecSample
+
+SWITCH = "lf-g1-r1"
+SECOND = 10**9
+SONIC = load_profile("sonic")
+
+
+def _state(now: int) -> FabricState:
+    return FabricState(build_aipod(FabricParams(gpus=128, radix=16)), seed=4, clock=lambda: now)
+
+
+def _counters(state: FabricState, at: int, *, each: bool = False) -> list[bytes]:
+    """The simulator's answer to COUNTERS/Ethernet* at ``at`` as responses; ``each``: to
+    COUNTERS/<port> for every port, all in one notification (one sample's per-key answers)."""
+    ports, fec = state.ports(SWITCH, at), sonic_fec_texts(state.transceivers(SWITCH, at))
+    whole = tuple(range(len(FIELDS[Family.SONIC_COUNTERS])))
+    r = SonicRenderer()
+    if not each:
+        groups = r.render(
+            "COUNTERS_DB", Selection(Family.SONIC_COUNTERS, whole, None, None, "Ethernet*"), ports, (), fec
+        )
+        return [notification(timestamp(at), g.prefix, g.updates) for g in groups]
+    updates = [
+        u
+        for p in ports
+        for g in r.render("COUNTERS_DB", Selection(Family.SONIC_COUNTERS, whole, p.name), ports, (), fec)
+        for u in g.updates
+    ]
+    return [notification(timestamp(at), r.prefix("COUNTERS_DB"), updates)]
+
+
+def _decoder(every_s: float = 10.0) -> tuple[StreamDecoder, CountersFec, Counter[str]]:
+    bad: Counter[str] = Counter()
+    count = lambda kind, n: bad.update({kind: n})  # noqa: E731
+    fec = CountersFec(SWITCH, count, every_s=every_s)
+    ports: dict[str, PortState] = {}
+    return StreamDecoder(SWITCH, Resolver(SONIC), ports, count, tap=fec), fec, bad
+
+
+def test_the_whole_hash_gives_every_ports_fec_once_per_interval_and_the_counters_unchanged() -> None:
+    t0 = (time.time_ns() // (10 * SECOND)) * 10 * SECOND  # the first second of a 10 s slot
+    state = _state(t0)
+    dec, fec, bad = _decoder(every_s=10.0)
+    plain = StreamDecoder(SWITCH, Resolver(SONIC), {}, lambda kind, n: None)
+    taken: list[list[FecSample]] = []
+    for k in range(12):  # 12 samples a second apart: slots t0 and t0 + 10 s
+        for raw in _counters(state, t0 + k * SECOND):
+            dec.feed(raw)
+            plain.feed(raw)
+        taken.append(fec.take())
+    dec.close_group()
+    plain.close_group()
+    assert not bad and fec.failures == 0
+    assert [len(t) > 0 for t in taken] == [True] + [False] * 9 + [True, False]
+    readings = {r.port: r for r in state.transceivers(SWITCH, t0)}
+    first = {s.port: s for s in taken[0]}
+    assert set(first) == set(readings) and len(first) > 8
+    for port, r in readings.items():
+        s = first[port]
+        assert (s.bins, s.corrected, s.uncorrectable, s.symbol_errors) == (
+            r.fec_bins, r.fec_corrected, r.fec_uncorrectable, r.symbol_errors
+        )  # fmt: skip
+        assert s.time.timestamp() == pytest.approx(t0 / 1e9)
+    assert all(s.time.timestamp() == pytest.approx((t0 + 10 * SECOND) / 1e9) for s in taken[10])
+    # the counters' readings are what they are without the tap
+    strip = lambda rows: [(r.port, r.time_ns, r.in_octets, r.pfc_rx) for r in rows]  # noqa: E731
+    assert strip(dec.take()[0]) == strip(plain.take()[0]) != []
+
+
+def test_per_port_hashes_of_one_sample_are_all_taken() -> None:
+    t0 = time.time_ns()
+    state = _state(t0)
+    dec, fec, bad = _decoder()
+    for raw in _counters(state, t0, each=True):
+        dec.feed(raw)
+    assert not bad and {s.port for s in fec.take()} == {r.port for r in state.transceivers(SWITCH, t0)}
+
+
+def _offer(fec: CountersFec, doc: Any, key: str = "Ethernet*", table: str = "COUNTERS", ts: int = 0) -> None:
+    fec(((table, ()), (key, ())), doc, ts or time.time_ns())
+
+
+def _fec_fields(n: int) -> dict[str, str]:
+    return {name: str(n) for name in SONIC_FEC_NAMES}
+
+
+def test_what_is_not_a_counters_hash_is_left_alone() -> None:
+    bad: Counter[str] = Counter()
+    fec = CountersFec(SWITCH, lambda kind, n: bad.update({kind: n}), every_s=1.0)
+    _offer(fec, {"Ethernet0": _fec_fields(1)}, table="PORT_TABLE")
+    _offer(fec, [1, 2], ts=time.time_ns() + 1)
+    _offer(fec, {"Ethernet0": "12", "Ethernet4": {"SAI_PORT_STAT_IF_IN_OCTETS": "1"}}, ts=time.time_ns() + 2)
+    fec(((("COUNTERS", ()),)), {"Ethernet0": _fec_fields(1)}, time.time_ns() + 3)  # no key element
+    assert fec.take() == [] and not bad and fec.failures == 0
+
+
+def test_too_many_ports_and_overlong_names_are_cut_and_counted() -> None:
+    bad: Counter[str] = Counter()
+    fec = CountersFec(SWITCH, lambda kind, n: bad.update({kind: n}), every_s=1.0)
+    doc = {f"Ethernet{i}": _fec_fields(i) for i in range(MAX_KEYS + 5)}
+    doc["x" * (MAX_TEXT + 1)] = _fec_fields(1)
+    _offer(fec, doc)
+    assert len(fec.take()) == MAX_KEYS and bad == {TOO_MANY: 1}
+    bad.clear()
+    _offer(fec, {"x" * (MAX_TEXT + 1): _fec_fields(1), "Ethernet0": _fec_fields(2)}, ts=time.time_ns() + 2 * SECOND)
+    assert [s.port for s in fec.take()] == ["Ethernet0"] and bad == {TOO_LONG: 1}
+
+
+def test_a_failure_costs_the_documents_fec_never_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    fec = CountersFec(SWITCH, lambda kind, n: None, every_s=1.0)
+    monkeypatch.setattr(SonicOptics, "decode", broken)
+    _offer(fec, {"Ethernet0": _fec_fields(1)})
+    assert fec.take() == [] and fec.failures == 1
+    monkeypatch.undo()
+    _offer(fec, {"Ethernet0": _fec_fields(1)}, ts=time.time_ns() + 2 * SECOND)
+    assert [s.corrected for s in fec.take()] == [1]
+
+
+def test_a_sample_time_out_of_bounds_is_replaced_by_the_receive_time() -> None:
+    fec = CountersFec(SWITCH, lambda kind, n: None, every_s=1.0, max_skew_s=30.0)
+    _offer(fec, {"Ethernet0": _fec_fields(1)}, ts=time.time_ns() - 3600 * SECOND)
+    (s,) = fec.take()
+    assert abs(s.time.timestamp() - time.time()) < 60
+
+
+# --- the cut says what a FEC subscription's decoder says about the same fields ----------------
+
+_VALUES = st.one_of(
+    st.integers(0, 2**64 - 1).map(str),
+    st.sampled_from(["", "-1", "N/A", "1e3", "18446744073709551616", " 7", "0x10"]),
+    st.integers(-5, 5),
+    st.none(),
+    st.floats(allow_nan=True),
+)
+_HASH = st.fixed_dictionaries(
+    {},
+    optional={
+        **{name: _VALUES for name in SONIC_FEC_NAMES},
+        "SAI_PORT_STAT_IF_IN_OCTETS": _VALUES,
+        "SAI_PORT_STAT_IF_IN_FEC_CODEWORD_ERRORS_S07": _VALUES,  # taken only by a subscription's decoder
+    },
+)
+
+
+def _subscribed(doc: dict[str, Any], ts: int) -> tuple[list[FecSample], Counter[str]]:
+    """The link-health stream's decoder on the FEC fields of ``doc`` as sonic-gnmi answers
+    ``COUNTERS/Ethernet*/SAI_PORT_STAT_IF_IN_FEC_*``."""
+    bad: Counter[str] = Counter()
+    dec = OpticsDecoder(SWITCH, "sonic", lambda kind, n: bad.update({kind: n}))
+    answer = {p: {k: v for k, v in f.items() if k in SONIC_FEC_NAMES} for p, f in doc.items()}
+    answer = {p: f for p, f in answer.items() if f}
+    note = gnmi_pb2.Notification(timestamp=ts, prefix=gnmi_pb2.Path(target="COUNTERS_DB"))
+    path = gnmi_pb2.Path(
+        elem=[gnmi_pb2.PathElem(name=n) for n in ("COUNTERS", "Ethernet*", "SAI_PORT_STAT_IF_IN_FEC_*")]
+    )
+    note.update.add(path=path, val=gnmi_pb2.TypedValue(json_ietf_val=json.dumps(answer).encode()))
+    dec.feed(gnmi_pb2.SubscribeResponse(update=note).SerializeToString())
+    return dec.take_samples()[0], bad
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from([f"Ethernet{4 * i}" for i in range(8)]), _HASH, max_size=8))
+def test_the_cut_gives_what_a_fec_subscription_gives(doc: dict[str, dict[str, Any]]) -> None:
+    ts = time.time_ns()
+    bad: Counter[str] = Counter()
+    fec = CountersFec(SWITCH, lambda kind, n: bad.update({kind: n}), every_s=60.0)
+    _offer(fec, json.loads(json.dumps(doc)), ts=ts)
+    want, want_bad = _subscribed(doc, ts)
+    key = lambda s: s.port  # noqa: E731
+    assert sorted(fec.take(), key=key) == sorted(want, key=key)
+    assert bad == want_bad
