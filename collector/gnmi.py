@@ -167,7 +167,13 @@ class GnmiCollector:
         invalid = partial(sink.count_invalid, t.switch)  # skipped values: counted by the sink alone
         fec = None
         if profile.fec_in_counters and isinstance(sink, OpticsSink):  # SONiC: FEC is in the COUNTERS hash
-            fec = CountersFec(t.switch, invalid, every_s=config.fec_interval_s, max_skew_s=config.max_clock_skew_s)
+            fec = CountersFec(
+                t.switch,
+                invalid,
+                every_s=config.fec_interval_s,
+                counters_s=interval,
+                max_skew_s=config.max_clock_skew_s,
+            )
         decoder = StreamDecoder(
             t.switch,
             resolver,

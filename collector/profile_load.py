@@ -185,6 +185,11 @@ def compile_profile(data: object, where: str = "profile") -> Profile:
         subs = tuple(Subscription(s.path, s.mode, s.target, s.interval) for s in doc.subscriptions)
         optics = () if doc.optics is None else doc.optics.subscriptions
         optics_subs = tuple(Subscription(s.path, s.mode, s.target, s.interval) for s in optics)
+        if doc.optics is not None and doc.optics.fec == "counters" and not any(_whole_hash(s.path) for s in subs):
+            raise ProfileError(
+                f"{where}: optics.fec: counters keeps FEC from the counters' COUNTERS hashes, but no subscription "
+                "asks for a whole hash (COUNTERS/Ethernet* or COUNTERS/<port>)"
+            )
         for s in subs + optics_subs:
             parse_path(s.path)
     except ValueError as exc:
@@ -209,6 +214,12 @@ def compile_profile(data: object, where: str = "profile") -> Profile:
         optics_subscriptions=optics_subs,
         fec_in_counters=doc.optics is not None and doc.optics.fec == "counters",
     )
+
+
+def _whole_hash(path: str) -> bool:
+    """Whether a SONiC path asks for whole COUNTERS hashes (every field of a port or of each)."""
+    names = [n for n, _ in parse_path(path)]
+    return len(names) == 2 and names[0] == "COUNTERS"
 
 
 @functools.lru_cache(maxsize=64)

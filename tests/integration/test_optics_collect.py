@@ -128,9 +128,9 @@ async def test_optic_degrade_reaches_transceiver_dom_and_port_fec_from_openconfi
                 for r in await pool.fetch(
                     "SELECT time, bins, corrected FROM port_fec WHERE switch = $1 AND port = $2", switch, port
                 ):
-                    truth = optic.read(_ns(r["time"]), None)
-                    assert (list(r["bins"][1:]), r["corrected"]) == (list(truth.fec_bins[1:]), truth.fec_corrected)
-                    assert abs(r["bins"][0] - truth.fec_bins[0]) < 1000  # clean codewords: the time is kept to 1 µs
+                    read = optic.read(_ns(r["time"]), None)
+                    assert (list(r["bins"][1:]), r["corrected"]) == (list(read.fec_bins[1:]), read.fec_corrected)
+                    assert abs(r["bins"][0] - read.fec_bins[0]) < 1000  # clean codewords: the time is kept to 1 µs
             else:
                 assert all(r["bins"] is None for r in fec)  # OpenConfig has none
         # every switch of every shape delivered DOM and FEC for its cabled ports, nothing skipped as invalid

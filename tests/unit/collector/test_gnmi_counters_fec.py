@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pygnmi.spec.v080 import gnmi_pb2
 
-from collector.gnmi_counters_fec import CountersFec
+from collector.gnmi_counters_fec import MAX_PENDING, CountersFec
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_optics import MAX_KEYS, OpticsDecoder
 from collector.gnmi_values import MAX_TEXT, TOO_LONG, TOO_MANY, PortState, Resolver
@@ -110,6 +110,44 @@ def test_per_port_hashes_of_one_sample_are_all_taken() -> None:
     assert not bad and {s.port for s in fec.take()} == {r.port for r in state.transceivers(SWITCH, t0)}
 
 
+def test_ports_are_timed_each_on_its_own() -> None:
+    """Per-port answers in notifications of their own timestamps, a glob split in two, and a first
+    document without FEC fields: every port is kept once per interval, none is lost."""
+    bad: Counter[str] = Counter()
+    fec = CountersFec(SWITCH, lambda kind, n: bad.update({kind: n}), every_s=60.0, counters_s=10.0)
+    t0 = time.time_ns()
+    _offer(fec, {"Ethernet0": {"SAI_PORT_STAT_IF_IN_OCTETS": "1"}}, ts=t0)  # no FEC: claims nothing
+    for i in range(4):  # one notification per port, 1 µs apart
+        _offer(fec, _fec_fields(i), key=f"Ethernet{4 * i}", ts=t0 + 1000 * i)
+    _offer(fec, {"Ethernet16": _fec_fields(4)}, ts=t0 + 5 * SECOND)  # the rest of a split glob
+    _offer(fec, {"Ethernet20": _fec_fields(5)}, ts=t0 + 6 * SECOND)
+    assert sorted(s.corrected or 0 for s in fec.take()) == [0, 1, 2, 3, 4, 5] and not bad
+    for i in range(6):  # the next counters samples: nothing again until the interval has passed
+        _offer(fec, _fec_fields(9), key=f"Ethernet{4 * i}", ts=t0 + 10 * SECOND + 1000 * i)
+    assert fec.take() == []
+
+
+def test_a_devices_jitter_never_skips_an_interval_and_a_clock_step_back_is_taken() -> None:
+    fec = CountersFec(SWITCH, lambda kind, n: None, every_s=10.0, counters_s=10.0)  # FEC at the counters' pace
+    t0 = time.time_ns()
+    for k, ms in enumerate([0, 10_200, 19_900, 30_100, 39_800]):
+        _offer(fec, {"Ethernet0": _fec_fields(k)}, ts=t0 + ms * 1_000_000)
+    assert [s.corrected for s in fec.take()] == [0, 1, 2, 3, 4]  # every sample, jitter or not
+    _offer(fec, {"Ethernet0": _fec_fields(7)}, ts=t0 - 3600 * SECOND)  # the device's clock went back an hour
+    assert [s.corrected for s in fec.take()] == [7]
+
+
+def test_samples_a_sink_refused_are_kept_bounded() -> None:
+    fec = CountersFec(SWITCH, lambda kind, n: None, every_s=1.0)
+    _offer(fec, {f"Ethernet{i}": _fec_fields(i) for i in range(3)})
+    rows = fec.take()
+    fec.give_back(rows)
+    _offer(fec, {"Ethernet0": _fec_fields(9)}, ts=time.time_ns() + 2 * SECOND)
+    assert [s.corrected for s in fec.take()] == [0, 1, 2, 9] and fec.dropped == 0  # oldest first
+    fec.give_back(rows * (MAX_PENDING // 3 + 1))
+    assert len(fec.take()) == MAX_PENDING and fec.dropped == 3 * (MAX_PENDING // 3 + 1) - MAX_PENDING
+
+
 def _offer(fec: CountersFec, doc: Any, key: str = "Ethernet*", table: str = "COUNTERS", ts: int = 0) -> None:
     fec(((table, ()), (key, ())), doc, ts or time.time_ns())
 
@@ -133,8 +171,9 @@ def test_too_many_ports_and_overlong_names_are_cut_and_counted() -> None:
     fec = CountersFec(SWITCH, lambda kind, n: bad.update({kind: n}), every_s=1.0)
     doc = {f"Ethernet{i}": _fec_fields(i) for i in range(MAX_KEYS + 5)}
     doc["x" * (MAX_TEXT + 1)] = _fec_fields(1)
+    doc["Ethernet-no-fec"] = {"SAI_PORT_STAT_IF_IN_OCTETS": "1"}  # no FEC fields: not counted
     _offer(fec, doc)
-    assert len(fec.take()) == MAX_KEYS and bad == {TOO_MANY: 1}
+    assert len(fec.take()) == MAX_KEYS and bad == {TOO_MANY: 5, TOO_LONG: 1}
     bad.clear()
     _offer(fec, {"x" * (MAX_TEXT + 1): _fec_fields(1), "Ethernet0": _fec_fields(2)}, ts=time.time_ns() + 2 * SECOND)
     assert [s.port for s in fec.take()] == ["Ethernet0"] and bad == {TOO_LONG: 1}

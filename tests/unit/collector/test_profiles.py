@@ -242,10 +242,18 @@ def test_sonic_takes_fec_from_the_counters_hash_and_subscribes_to_it_once() -> N
         assert not other.fec_in_counters and any(s.interval == "fec" for s in other.optics_subscriptions), name
 
 
-def test_fec_in_counters_needs_the_sonic_schema() -> None:
+def test_fec_in_counters_needs_the_sonic_schema_and_whole_hashes() -> None:
     optics = {"schema": "openconfig", "fec": "counters", "subscriptions": [{"path": "/components", "mode": "sample"}]}
+    whole = [{"path": "COUNTERS/Ethernet*", "mode": "sample"}]
     with pytest.raises(ProfileError, match="fec: counters reads SONiC's COUNTERS hash"):
-        compile_profile(_doc(optics=optics))
+        compile_profile(_doc(optics=optics, subscriptions=whole))
     with pytest.raises(ProfileError, match="fec"):
-        compile_profile(_doc(optics={**optics, "schema": "sonic", "fec": "sometimes"}))
-    assert compile_profile(_doc(optics={**optics, "schema": "sonic"})).fec_in_counters
+        compile_profile(_doc(optics={**optics, "schema": "sonic", "fec": "sometimes"}, subscriptions=whole))
+    # the counters must ask for whole hashes, or no FEC would ever arrive: a clear error, not silence
+    one_field = [{"path": "COUNTERS/Ethernet*/SAI_PORT_STAT_IF_IN_OCTETS", "mode": "sample"}]
+    with pytest.raises(ProfileError, match="no subscription asks for a whole hash"):
+        compile_profile(_doc(optics={**optics, "schema": "sonic"}, subscriptions=one_field))
+    assert compile_profile(_doc(optics={**optics, "schema": "sonic"}, subscriptions=whole)).fec_in_counters
+    assert compile_profile(
+        _doc(optics={**optics, "schema": "sonic"}, subscriptions=[{**whole[0], "path": "COUNTERS/Ethernet8"}])
+    )
