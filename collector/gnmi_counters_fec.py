@@ -32,11 +32,10 @@ spelled ``S07`` is read only through a FEC subscription, whose decoder takes any
 from __future__ import annotations
 
 import logging
-import time
 from datetime import UTC, datetime
 from typing import Any
 
-from collector.gnmi_optics import MAX_KEYS, OpticsSink
+from collector.gnmi_optics import MAX_KEYS, OpticsSink, bounded_ns, count_invalid
 from collector.gnmi_stream import GnmiStream
 from collector.gnmi_values import MAX_TEXT, TOO_LONG, TOO_MANY
 from collector.optics_decode import SONIC_FEC_NAMES, Invalid, SonicOptics
@@ -121,16 +120,10 @@ class CountersFec:
             self._ready.extend(self._sonic.decode(self._at(ts_ns), counters=fec).fec)
 
     def _at(self, ts: int) -> datetime:
-        now = time.time_ns()
-        if ts <= 0 or abs(ts - now) > self._skew_ns:
-            ts = now
-        return datetime.fromtimestamp(ts / 1e9, tz=UTC)
+        return datetime.fromtimestamp(bounded_ns(ts, self._skew_ns) / 1e9, tz=UTC)
 
     def _count(self, kind: str, n: int) -> None:
-        try:
-            self._invalid(kind, n)
-        except Exception:  # the counter's own failure must not undo the decoding
-            log.debug("gNMI %s: could not count %s", self.switch, kind, exc_info=True)
+        count_invalid(self._invalid, self.switch, kind, n)
 
 
 class CountersFecStream(GnmiStream):

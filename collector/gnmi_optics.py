@@ -162,10 +162,7 @@ class OpticsDecoder:
             return False
 
     def _count(self, kind: str, n: int) -> None:
-        try:
-            self._invalid(kind, n)
-        except Exception:  # the counter's own failure must not undo the decoding
-            log.debug("gNMI %s optics: could not count %s", self.switch, kind, exc_info=True)
+        count_invalid(self._invalid, self.switch, kind, n)
 
     def _feed(self, raw: bytes) -> bool:
         if len(raw) > self._max:
@@ -183,9 +180,7 @@ class OpticsDecoder:
 
     def _at(self, ts: int) -> datetime:
         """The sample time of a Notification: its own, unless out of bounds (then receive time)."""
-        now = time.time_ns()
-        if ts <= 0 or abs(ts - now) > self._skew_ns:
-            ts = now
+        ts = bounded_ns(ts, self._skew_ns)
         if ts != self._last[0]:  # a sample's Notifications share their timestamp
             self._last = (ts, datetime.fromtimestamp(ts / 1e9, tz=UTC))
         return self._last[1]
@@ -352,6 +347,21 @@ class OpticsDecoder:
             raise Bad(TOO_LONG)
         self.values += len(fields)
         table.setdefault(port, {}).update(fields)
+
+
+def bounded_ns(ts: int, skew_ns: int) -> int:
+    """A device's sample time (ns): its own, unless unset or further than ``skew_ns`` from now
+    (then the receive time): SPEC §9.2's bound, as link-health samples take it."""
+    now = time.time_ns()
+    return now if ts <= 0 or abs(ts - now) > skew_ns else ts
+
+
+def count_invalid(invalid: Invalid, switch: str, kind: str, n: int) -> None:
+    """``invalid(kind, n)``; the counter's own failure is logged, never raised into the decoding."""
+    try:
+        invalid(kind, n)
+    except Exception:
+        log.debug("gNMI %s optics: could not count %s", switch, kind, exc_info=True)
 
 
 class OpticsStream(GnmiStream):
