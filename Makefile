@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml hatch_build.py collector/_speedups.c store/_copy_binary
 ## lint: ruff, mypy (strict), the import contracts (lint-imports: pyproject.toml) and the documentation site (mkdocs build --strict, into site/)
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet

@@ -67,9 +67,6 @@ GROUP BY switch, port
 """
 
 
-
-
-
 async def port_snapshot(conn: Connection, ctx: CheckContext) -> Snapshot:
     """Every port seen in the window (memoized for the evaluation)."""
     if ctx.results.ports is not None:

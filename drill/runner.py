@@ -201,8 +201,11 @@ async def _ready(analyzer: AnalyzerService, pool: Any, fabric: Fabric, since: da
             if not unheard:
                 return
         if time.monotonic() > deadline:
-            why = f"{len(unheard)} switches never heard from ({', '.join(unheard[:5])})" if unheard else (
-                "no healthy verdict")
+            why = (
+                f"{len(unheard)} switches never heard from ({', '.join(unheard[:5])})"
+                if unheard
+                else "no healthy verdict"
+            )
             raise DemoError(f"{why} within {within_s:.0f} s: the drill needs a clean start")
         await asyncio.sleep(0.5)
 

@@ -324,8 +324,10 @@ def _from_json(kind: str, col: list[Any]) -> list[Any]:
         return [None if v is None else _EPOCH + timedelta(microseconds=v) for v in col]
     if kind == "mixed" and present <= _SCALAR_TYPES | {list}:
         return [_EPOCH + timedelta(microseconds=v[0]) if type(v) is list else v for v in col]
-    if kind == "intarray" and present <= {type(None), list} and all(
-        v is None or (len(v) <= MAX_ARRAY and all(type(x) is int for x in v)) for v in col
+    if (
+        kind == "intarray"
+        and present <= {type(None), list}
+        and all(v is None or (len(v) <= MAX_ARRAY and all(type(x) is int for x in v)) for v in col)
     ):
         return col
     raise BadBatch(f"a {kind!r} column holding {sorted(t.__name__ for t in present)}")

@@ -208,6 +208,10 @@ async def test_alerts_reach_the_scheduler_with_the_jobs_they_touch(fresh_db: str
                 await asyncio.sleep(0.25)
             firing = next((g for g in got if drift(g)), None)
             assert firing is not None, f"no drift incident within 30 s: {[g['alert']['summary'] for g in got]}"
+            # The sender delivers while the round that sent it still writes its report: the report
+            # read below is that round's or a later one's, never the one before (the flake at 23e875e)
+            seen = service.rounds
+            await until(lambda: service.rounds > seen, 10, lambda: "no evaluation round finished within 10 s")
             assert firing["affected"]["rails"] == [3] and firing["affected"]["gpus"] == 32
             assert [j["id"] for j in firing["jobs"]] == ["llm-a"]  # llm-b runs in group 2
             assert firing["jobs"][0]["affected_hosts"] == ["srv-g1-001", "srv-g1-002"]

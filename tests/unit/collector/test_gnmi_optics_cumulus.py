@@ -33,6 +33,8 @@ def _now_is_when_the_test_runs() -> None:
     """The device's time is taken when each test runs: the decoder bounds it against the receive time."""
     global NOW
     NOW = time.time_ns()
+
+
 SWITCH = "lf-g1-r1"
 READINGS = STATE.transceivers(SWITCH)
 
