@@ -9,6 +9,7 @@ invalid values included, so the two ways to collect FEC give the same rows.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import Counter
@@ -19,9 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pygnmi.spec.v080 import gnmi_pb2
 
-from collector.gnmi_counters_fec import MAX_PENDING, CountersFec
+from collector.gnmi_counters_fec import MAX_PENDING, CountersFec, CountersFecStream
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_optics import MAX_KEYS, OpticsDecoder
+from collector.gnmi_settings import GnmiStats, GnmiTuning, StreamSettings
 from collector.gnmi_values import MAX_TEXT, TOO_LONG, TOO_MANY, PortState, Resolver
 from collector.optics_decode import SONIC_FEC_NAMES, SonicOptics
 from collector.profile_load import load_profile
@@ -146,6 +148,61 @@ def test_samples_a_sink_refused_are_kept_bounded() -> None:
     assert [s.corrected for s in fec.take()] == [0, 1, 2, 9] and fec.dropped == 0  # oldest first
     fec.give_back(rows * (MAX_PENDING // 3 + 1))
     assert len(fec.take()) == MAX_PENDING and fec.dropped == 3 * (MAX_PENDING // 3 + 1) - MAX_PENDING
+
+
+class _Sinks:
+    """The counters' sink (readings kept) and a link-health sink that refuses its first ``refuse`` hand-overs."""
+
+    def __init__(self, refuse: int) -> None:
+        self.refuse = refuse
+        self.ports: list[Any] = []
+        self.fec: list[list[FecSample]] = []
+
+    async def put_ports(self, readings: Any) -> None:
+        self.ports.extend(readings)
+
+    async def put_lldp(self, readings: Any) -> None:
+        pass
+
+    def set_state(self, switch: str, state: Any, detail: str | None = None) -> None:
+        pass
+
+    def count_invalid(self, switch: str, what: str, n: int = 1) -> None:
+        pass
+
+    async def put_optics(self, fec: Any, dom: Any) -> None:
+        if self.refuse:
+            self.refuse -= 1
+            raise ConnectionError("the link-health writer is down")
+        self.fec.append(list(fec))
+
+
+async def test_the_stream_keeps_what_a_failing_link_health_sink_refused_and_hands_it_over_first() -> None:
+    """CountersFecStream's hand-off: a sink error costs neither the counters nor the FEC samples,
+    which go over at the next flush, oldest first."""
+    t0 = time.time_ns()
+    state = _state(t0)
+    dec, fec, bad = _decoder(every_s=10.0)
+    sinks = _Sinks(refuse=1)
+    settings = StreamSettings(
+        switch=SWITCH, target=SWITCH, request=gnmi_pb2.SubscribeRequest(), metadata=(), interval_s=10.0,
+        sampled=True, poll=False, first_timeout_s=10.0, tls=False, tuning=GnmiTuning(),
+    )  # fmt: skip
+    stream = CountersFecStream(
+        settings, decoder=dec, channel=lambda: None, sink=sinks, stats=GnmiStats(),
+        limit=asyncio.Semaphore(1), on_state=lambda: None, fec=fec, optics=sinks,
+    )  # fmt: skip
+    for at in (t0, t0 + 10 * SECOND):  # two FEC intervals: one refused, one taken
+        for raw in _counters(state, at):
+            dec.feed(raw)
+        await stream._flush(close=True)
+    ports = {r.port for r in state.transceivers(SWITCH, t0)}
+    assert sinks.refuse == 0 and len(sinks.fec) == 1 and not bad
+    times = [s.time.timestamp() for s in sinks.fec[0]]
+    assert times == sorted(times) and times[0] == pytest.approx(t0 / 1e9)  # the refused ones, first
+    assert [s.port for s in sinks.fec[0]] == [s.port for s in sinks.fec[0][: len(ports)]] * 2
+    assert {s.port for s in sinks.fec[0]} == ports and stream.samples == 2 * len(ports)
+    assert len({r.time_ns for r in sinks.ports}) == 2 and fec.dropped == 0  # the counters went on
 
 
 def _offer(fec: CountersFec, doc: Any, key: str = "Ethernet*", table: str = "COUNTERS", ts: int = 0) -> None:
