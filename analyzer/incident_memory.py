@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from analyzer.evidence import CollectionEvidence, StaleEvidence, StormEvidence
+from analyzer.evidence import StaleEvidence, StormEvidence
 from analyzer.findings import Finding
 from analyzer.incident_model import Incident
 from analyzer.rules import DERIVED, evidence_of
@@ -62,7 +62,9 @@ def hold_unconfirmed(
     switch incidents whose action is ``observe`` (a lost uplink ECMP carries, a spine whose first
     links are in, a switch silent while its peers see it forward: when many are at once, the
     collection incident takes them in, rather than a burst of switch incidents sent and then
-    resolved). Their root cause, or their full extent, is often found a round or two later (a PFC
+    resolved), and collection incidents (fabricmon's own blindness: a collector restarting, or
+    replaying its spool after a database blip, is back within seconds; one still blind after the
+    wait is sent). Their root cause, or their full extent, is often found a round or two later (a PFC
     storm counts as one only once it has lasted; a rebooting spine shows as a few of its links
     first, from whichever peer reported first), and the first delivery must carry the action it
     comes to, not an observe followed by an escalation, nor a second incident left behind. An
@@ -80,13 +82,12 @@ def hold_unconfirmed(
     for inc in incidents:
         quiet = inc.action == "observe" and not inc.needs_review
         ev = evidence_of(inc.root)
-        lag = inc.kind == "collection" and isinstance(ev, CollectionEvidence) and ev.lag_only
         derived = inc.kind == "other" and inc.root.rule in DERIVED
         # a switch: silent while it forwards (mass silence), or first seen in part (a rebooting
         # spine's first links); one inside a maintenance window is observed whatever comes next
         silent = inc.root.rule == "stale_switch" and isinstance(ev, StaleEvidence) and ev.forwarding
         switch = inc.kind == "switch" and (silent or not inc.maintenance)
-        if lag or (quiet and (derived or switch or inc.kind in ("link", "capacity"))):
+        if quiet and (derived or switch or inc.kind in ("link", "capacity", "collection")):
             keys = [inc.fingerprint, *(f"finding:{f.fingerprint}" for f in inc.findings)]
             seen = min(first_seen.get(k, now) for k in keys)
             for k in keys:

@@ -1,6 +1,6 @@
 """A monitoring failure is never a fabric failure: the collector frozen (SIGSTOP) for three
-intervals, then killed (SIGKILL) and replaced, then the database restarted under it, while the
-analyzer runs and a signed receiver counts what it is sent.
+intervals past the confirmation wait, then killed (SIGKILL) and replaced, then the database
+restarted under it, while the analyzer runs and a signed receiver counts what it is sent.
 
 Real processes (``fabricmon sim``, ``fabricmon collect``), a real TimescaleDB cluster of the test's
 own (restarted mid-stream), the real analyzer service and webhook sender. After every disruption:
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from analyzer.service import AnalyzerService
+from analyzer.service import AnalyzerService, confirm_s
 from config.model import Config
 from fabric.model import Fabric
 from store.db import Pool, create_pool
@@ -100,10 +100,12 @@ async def _phases(
     await until(lambda: _status(service) == "healthy" and service.rounds > 6, 60, lambda: _report(service))
     assert got.items == [], [(g["alert"]["rule"], g["alert"]["summary"]) for g in got.items]
 
-    # 1. Frozen for three sampling intervals past the staleness limit.
+    # 1. Frozen for three sampling intervals past the staleness limit and the confirmation wait
+    # (a collection incident waits it, as every observe-only one: a blindness that passes pages no one).
+    held_s = confirm_s(service.config)
     start = len(got.items)
     collector.proc.send_signal(signal.SIGSTOP)
-    await asyncio.sleep(STALE_S + 3 * INTERVAL_S)
+    await asyncio.sleep(STALE_S + held_s + 3 * INTERVAL_S)
     frozen = _report(service)
     collector.proc.send_signal(signal.SIGCONT)
     await until(lambda: _status(service) == "healthy", 40, lambda: _report(service))
@@ -117,7 +119,7 @@ async def _phases(
     start = len(got.items)
     collector.proc.send_signal(signal.SIGKILL)
     collector.proc.wait(timeout=10)
-    await asyncio.sleep(STALE_S + 2 * INTERVAL_S)
+    await asyncio.sleep(STALE_S + held_s + 2 * INTERVAL_S)
     killed = _report(service)
     replacement = start_collector(store.dsn())
     await until(lambda: _status(service) == "healthy", 60, lambda: _report(service))

@@ -314,6 +314,22 @@ def test_a_silent_collector_is_one_collection_incident_that_never_drains() -> No
     assert len(inc.symptoms) == len(FABRIC.switches)
 
 
+def test_a_collection_incident_waits_its_confirmation_so_a_restart_that_passes_pages_no_one() -> None:
+    """The 300-fault drill (2026-12-06) sent two collection incidents for a collector restart and a
+    database blip that were over in under 5 s: fabricmon's own blindness asks nothing of a
+    scheduler, so it waits like any observe-only incident, from when it was first seen."""
+    everything = [stale(s) for s in FABRIC.switches]
+    obs = Observation(frozenset(FABRIC.switches), ("40 switch(es) assigned to no running collector",), known=True)
+    inc = one(everything, obs=obs)
+    assert inc.kind == "collection"
+    now = datetime(2026, 12, 6, tzinfo=UTC)
+    first: dict[str, datetime] = {}
+    assert hold_unconfirmed([inc], first, now, 8.0)[0].pending
+    assert hold_unconfirmed([inc], first, now + timedelta(seconds=7.9), 8.0)[0].pending
+    assert not hold_unconfirmed([inc], first, now + timedelta(seconds=8), 8.0)[0].pending
+    assert first and min(first.values()) == now  # the wait counts from the first round that saw it
+
+
 def test_without_heartbeats_half_the_fabric_silent_at_once_is_our_collection() -> None:
     half = [stale(s) for s in sorted(FABRIC.switches)[:10]]
     assert one(half).kind == "collection"
