@@ -1,7 +1,8 @@
-/* The collector's per-value path in C: the PROTO fast path of the gNMI decoder, and the counter
- * deltas and the port_counters row of counter hygiene. Each function does exactly what its Python
- * twin does (collector/gnmi_decode.py StreamDecoder._fast, collector/counters.py _deltas, and
- * CounterTracker._rates with _sample) on the inputs it takes, and hands anything else back
+/* The collector's per-value path in C: the PROTO fast path of the gNMI decoder and of its
+ * link-health decoder, and the counter deltas and the port_counters row of counter hygiene. Each
+ * function does exactly what its Python twin does (collector/gnmi_decode.py StreamDecoder._fast,
+ * collector/gnmi_optics.py _pairs, collector/counters.py _deltas, and CounterTracker._rates with
+ * _sample) on the inputs it takes, and hands anything else back
  * untouched (-1 / None) for the Python code to do: a Python
  * fallback always exists, and tests/unit/test_speedups.py checks the two agree on generated
  * inputs. Built by hatch_build.py at install; without a compiler fabricmon runs the Python.
@@ -10,6 +11,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* One varint filling p[0:n] exactly, at most 64 bits wide. 0: not that (the caller falls back). */
 static int
@@ -112,6 +114,113 @@ fast_values(PyObject *self, PyObject *args)
 fallback:
     Py_DECREF(seq);
     return PyLong_FromLong(-1);
+}
+
+PyDoc_STRVAR(optics_pairs_doc,
+"optics_pairs(updates, acts) -> list | None\n\n"
+"The (act, value) pairs of one link-health Notification's ``updates`` (serialized gNMI Updates):\n"
+"``act`` is ``acts[path bytes]`` (pairs whose act is None are left out), ``value`` the int of a\n"
+"``uint_val`` or the float of a ``double_val``. None when any update is not\n"
+"Update{path (< 128 bytes), val{uint_val | double_val}}, or its path is not in ``acts``: the\n"
+"caller decodes that notification the careful way (collector/gnmi_optics.py _pairs is the twin).");
+
+static PyObject *
+optics_pairs(PyObject *self, PyObject *args)
+{
+    PyObject *updates, *acts;
+    if (!PyArg_ParseTuple(args, "OO!:optics_pairs", &updates, &PyDict_Type, &acts)) {
+        return NULL;
+    }
+    /* a tuple of our own, as in fast_values: a key's __eq__ can run Python that changes the caller's list */
+    PyObject *seq = PySequence_Tuple(updates);
+    if (seq == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(seq);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *u = PyTuple_GET_ITEM(seq, k);
+        if (!PyBytes_Check(u)) {
+            goto hand_back;
+        }
+        const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(u);
+        Py_ssize_t n = PyBytes_GET_SIZE(u);
+        /* 0x0A len path | 0x1A len value: the layout _split accepts */
+        if (n <= 4 || b[0] != 0x0A || b[1] >= 0x80) {
+            goto hand_back;
+        }
+        Py_ssize_t j = (Py_ssize_t)b[1] + 2;
+        if (j + 2 > n || b[j] != 0x1A || (Py_ssize_t)b[j + 1] != n - j - 2) {
+            goto hand_back;
+        }
+        const unsigned char *v = b + j + 2;
+        Py_ssize_t vn = n - j - 2;
+        PyObject *value;
+        if (vn == 9 && v[0] == 0x71) { /* double_val (14), fixed64 little-endian */
+            uint64_t bits = 0;
+            for (int i = 8; i >= 1; i--) {
+                bits = (bits << 8) | v[i];
+            }
+            double d;
+            memcpy(&d, &bits, sizeof d);
+            value = PyFloat_FromDouble(d);
+        }
+        else if (vn > 1 && vn <= 11 && v[0] == 0x18) { /* uint_val (3), varint */
+            uint64_t x;
+            if (!read_varint(v + 1, vn - 1, &x)) {
+                goto hand_back;
+            }
+            value = PyLong_FromUnsignedLongLong(x);
+        }
+        else {
+            goto hand_back;
+        }
+        if (value == NULL) {
+            goto error;
+        }
+        PyObject *key = PyBytes_FromStringAndSize((const char *)b + 2, j - 2);
+        if (key == NULL) {
+            Py_DECREF(value);
+            goto error;
+        }
+        PyObject *act = PyDict_GetItemWithError(acts, key); /* borrowed */
+        Py_XINCREF(act); /* held: appending below can run no Python, but keep it ours */
+        Py_DECREF(key);
+        if (act == NULL) {
+            Py_DECREF(value);
+            if (PyErr_Occurred()) {
+                goto error;
+            }
+            goto hand_back;
+        }
+        if (act == Py_None) { /* a leaf nothing here reads */
+            Py_DECREF(act);
+            Py_DECREF(value);
+            continue;
+        }
+        PyObject *pair = PyTuple_Pack(2, act, value);
+        Py_DECREF(act);
+        Py_DECREF(value);
+        if (pair == NULL || PyList_Append(out, pair) < 0) {
+            Py_XDECREF(pair);
+            goto error;
+        }
+        Py_DECREF(pair);
+    }
+    Py_DECREF(seq);
+    return out;
+hand_back:
+    Py_DECREF(seq);
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(seq);
+    Py_DECREF(out);
+    return NULL;
 }
 
 /* v: None, or an exact int in [0, 2**64). 1 and *out set, 0 for None, -1 otherwise. */
@@ -470,6 +579,7 @@ hand_back:
 
 static PyMethodDef methods[] = {
     {"fast_values", fast_values, METH_VARARGS, fast_values_doc},
+    {"optics_pairs", optics_pairs, METH_VARARGS, optics_pairs_doc},
     {"deltas", deltas, METH_VARARGS, deltas_doc},
     {"port_row", (PyCFunction)(void (*)(void))port_row, METH_FASTCALL, port_row_doc},
     {NULL, NULL, 0, NULL},
@@ -488,7 +598,7 @@ PyInit__speedups(void)
 {
     PyObject *m = PyModule_Create(&module);
     /* collector/speedups.py ABI: raised with any change of a function's arguments or results */
-    if (m != NULL && PyModule_AddIntConstant(m, "ABI", 2) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "ABI", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

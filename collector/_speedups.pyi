@@ -2,6 +2,7 @@ from collections.abc import Sequence
 from typing import Any
 
 def fast_values(updates: Sequence[bytes], slots: dict[bytes, Any], row: list[Any], /) -> int: ...
+def optics_pairs(updates: Sequence[bytes], acts: dict[bytes, Any], /) -> list[tuple[Any, int | float]] | None: ...
 def deltas(
     vals: list[Any],
     times: list[int],

@@ -36,7 +36,7 @@ import json
 import logging
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -64,6 +64,7 @@ from collector.gnmi_values import (
 from collector.optics_decode import Action, Invalid, OpenConfigOptics, OpticsBatch, SonicOptics, resolve
 from collector.profiles import Elem
 from collector.records import LldpReading, PortReading
+from collector.speedups import optics_pairs as _c_optics_pairs
 from store.dom import DomSample
 from store.fec import FecSample
 from wire.protobuf import U64_MAX
@@ -128,8 +129,9 @@ class OpticsDecoder:
         self._sonic = SonicOptics(switch, invalid)
         self._limits: Hashes = {}
         self._paths: dict[bytes, tuple[Elem, ...]] = {}
-        #: (prefix bytes, path bytes) -> what the leaf sets (None: nothing), resolved once
-        self._acts: dict[tuple[bytes, bytes], Action | None] = {}
+        #: prefix bytes -> path bytes -> what the leaf sets (None: nothing), resolved once
+        self._acts: dict[bytes, dict[bytes, Action | None]] = {}
+        self._cached = 0  # paths in _acts
         self._last: tuple[int, datetime] = (-1, datetime.fromtimestamp(0, tz=UTC))
 
     pending = False  # each Notification is decoded whole: nothing waits for a group to close
@@ -210,6 +212,14 @@ class OpticsDecoder:
     def _notification(self, note: Any) -> None:
         self.notifications += 1
         at = self._at(note.timestamp)
+        if self.schema == "openconfig" and (known := self._acts.get(note.prefix)) is not None:
+            pairs = (_c_optics_pairs or _pairs)(note.update, known)
+            if pairs is not None:  # every leaf known, every value plain: the sample's usual case
+                self.values += len(note.update)
+                batch = self._applied(at, pairs)
+                self.ready_ports.extend(batch.fec)
+                self.ready_ports.extend(batch.dom)
+                return
         try:
             prefix = self._elems(note.prefix)
         except DecodeError:
@@ -239,39 +249,53 @@ class OpticsDecoder:
     def _openconfig(self, at: datetime, raw_prefix: bytes, prefix: tuple[Elem, ...], updates: Any) -> OpticsBatch:
         """One Notification's leaves, each path resolved once per stream (by its prefix's and its
         own bytes): a sample's leaves repeat every interval. A JSON container is flattened."""
-        oc, acts = self._oc, self._acts
-        fec: dict[str, Any] = {}
-        dom: dict[str, Any] = {}
-        bad: dict[str, int] = {}
+        known = self._acts.get(raw_prefix, {})
+        found: list[tuple[Action | None, Any]] = []
         for u in updates:
             split = _split(u)
-            act = acts.get((raw_prefix, split[0]), _UNRESOLVED) if split is not None else _UNRESOLVED
+            act = known.get(split[0], _UNRESOLVED) if split is not None else _UNRESOLVED
             if act is not _UNRESOLVED and split is not None and (value := _fast_scalar(split[1])) is not _SLOW:
-                found: list[tuple[Action | None, Any]] = [(act, value)]  # a known leaf, a plain value
+                found.append((act, value))  # a known leaf, a plain value
                 self.values += 1
             elif (got := self._checked(u)) is None:
                 continue
             elif isinstance(got[2], dict | list):
                 leaves: list[tuple[tuple[Elem, ...], Any]] = []
                 self._leaves(prefix + got[1], got[2], leaves)
-                found = [(resolve(e), v) for e, v in leaves]
+                found.extend((resolve(e), v) for e, v in leaves)
                 self.values += len(leaves)
             else:
                 raw, rel, value = got
                 act = resolve(prefix + rel)
                 if raw is not None and len(raw_prefix) + len(raw) <= _MAX_KEY:
-                    if len(acts) >= _MAX_PATHS:
-                        acts.clear()
-                    acts[(raw_prefix, raw)] = act
-                found = [(act, value)]
+                    self._remember(raw_prefix, raw, act)
+                found.append((act, value))
                 self.values += 1
-            for act, v in found:
-                if act is None:
-                    continue
-                try:
-                    oc.apply(act, v, fec, dom)
-                except Bad as exc:
-                    bad[exc.args[0]] = bad.get(exc.args[0], 0) + 1
+        return self._applied(at, found)
+
+    def _remember(self, raw_prefix: bytes, raw: bytes, act: Action | None) -> None:
+        """A leaf's action cached by its prefix's and its own bytes (bounded: the bytes are the switch's)."""
+        if self._cached >= _MAX_PATHS:
+            self._acts.clear()
+            self._cached = 0
+        known = self._acts.setdefault(raw_prefix, {})
+        if raw not in known:
+            self._cached += 1
+        known[raw] = act
+
+    def _applied(self, at: datetime, found: Iterable[tuple[Action | None, Any]]) -> OpticsBatch:
+        """The samples of one Notification's (action, value) leaves; invalid values counted."""
+        oc = self._oc
+        fec: dict[str, Any] = {}
+        dom: dict[str, Any] = {}
+        bad: dict[str, int] = {}
+        for act, v in found:
+            if act is None:
+                continue
+            try:
+                oc.apply(act, v, fec, dom)
+            except Bad as exc:
+                bad[exc.args[0]] = bad.get(exc.args[0], 0) + 1
         return oc.batch(at, fec, dom, bad)
 
     def _value(self, val: Any) -> Any:
@@ -394,6 +418,23 @@ def _split(u: bytes) -> tuple[bytes, bytes] | None:
 
 _SLOW: Any = object()
 _DOUBLE = struct.Struct("<d")
+
+
+def _pairs(updates: Sequence[bytes], acts: dict[bytes, Action | None]) -> list[tuple[Action, Any]] | None:
+    """The (action, value) leaves of a Notification whose every update is ``{path, val}`` with a
+    path in ``acts`` and a value :func:`_fast_scalar` reads (leaves whose action is None left out);
+    None for any other (decoded the careful way). ``collector._speedups.optics_pairs`` is its C twin."""
+    out: list[tuple[Action, Any]] = []
+    for u in updates:
+        if not isinstance(u, bytes) or (split := _split(u)) is None:
+            return None
+        value = _fast_scalar(split[1])
+        act = acts.get(split[0], _UNRESOLVED)
+        if value is _SLOW or act is _UNRESOLVED:
+            return None
+        if act is not None:
+            out.append((act, value))
+    return out
 
 
 def _fast_scalar(v: bytes) -> Any:

@@ -61,6 +61,11 @@ Leaves = Iterable[tuple[tuple[Elem, ...], Any]]
 def bounded(value: Any, unit: str) -> float:
     """``value`` as a float inside ``unit``'s bounds; raises :class:`Bad` with the invalid kind."""
     t = value.__class__
+    low, high = BOUNDS[unit]
+    if t is float:
+        v: float = value
+        if low <= v <= high:
+            return v  # the usual case (a double_val in bounds); NaN and infinities fail the test
     if t is bool or t not in (int, float, str):
         raise Bad(WRONG_TYPE)
     if t is str:
@@ -73,7 +78,6 @@ def bounded(value: Any, unit: str) -> float:
     v = float(value)
     if not math.isfinite(v):
         raise Bad(NOT_A_NUMBER)
-    low, high = BOUNDS[unit]
     if not low <= v <= high:
         raise Bad(OUT_OF_RANGE)
     return v

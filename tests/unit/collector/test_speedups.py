@@ -356,8 +356,9 @@ def test_plain_readings_take_the_c_row() -> None:
 
 def test_pure_python_is_chosen_by_the_environment_and_still_decodes() -> None:
     code = (
-        "from collector import speedups, gnmi_decode, counters\n"
+        "from collector import speedups, gnmi_decode, gnmi_optics, counters\n"
         "assert speedups.fast_values is None and speedups.deltas is None, speedups.unavailable\n"
+        "assert speedups.optics_pairs is None and gnmi_optics._c_optics_pairs is None\n"
         "assert gnmi_decode._c_fast_values is None and counters._c_deltas is None\n"
         "print(speedups.unavailable)\n"
     )

@@ -1,10 +1,11 @@
-"""The C fast path when Python code it runs empties the caller's ``updates`` list (issue 28, 9).
+"""The C fast paths when Python code they run empty the caller's ``updates`` list (issue 28, 9).
 
 ``fast_values`` runs Python code in the middle of a call: a dict key's ``__eq__`` during the slot
 lookup, and the ``__del__`` of a row item it replaces. Either can empty the ``updates`` list
 while the C walks it. It used to walk a pointer into that list's items (freed memory: ASan
 reports a heap-use-after-free); it now walks a tuple of its own, so it reads every update it was
-given. Each case runs in a child interpreter, so the crash it once was fails one test, not the run.
+given. ``optics_pairs`` runs a key's ``__eq__`` the same way, and walks a tuple too. Each case
+runs in a child interpreter, so the crash it once was fails one test, not the run.
 """
 
 from __future__ import annotations
@@ -61,8 +62,23 @@ print(speedups.fast_values(updates, slots, row), row == list(range(40)))
 """
 
 
+OPTICS_BY_EQ = """
+class Key(bytes):
+    __hash__ = bytes.__hash__
+
+    def __eq__(self, other):
+        updates.clear()
+        churn()
+        return bytes.__eq__(self, other)
+
+acts = {Key(keys[0]): (0,), **{k: (i,) for i, k in enumerate(keys) if i}}
+pairs = speedups.optics_pairs(updates, acts)
+print(len(pairs), pairs == [((i,), i) for i in range(40)])
+"""
+
+
 @pytest.mark.skipif(speedups.fast_values is None, reason="the C extension is not built")
-@pytest.mark.parametrize("case", [BY_EQ, BY_DEL], ids=["key-eq", "row-item-del"])
+@pytest.mark.parametrize("case", [BY_EQ, BY_DEL, OPTICS_BY_EQ], ids=["key-eq", "row-item-del", "optics-key-eq"])
 def test_fast_values_reads_every_update_when_the_list_is_emptied_during_the_call(case: str) -> None:
     code = textwrap.dedent(SETUP) + textwrap.dedent(case)
     done = subprocess.run(
