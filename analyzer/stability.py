@@ -9,7 +9,7 @@ storms in :mod:`analyzer.pfc`. Semantics, where the spec is silent:
   link is named by its lower-tier switch end and takes the larger of its ends' figures, never
   their sum. Its GPUs are those of the naming end; both ends are in ``scope.ports``.
 * **Flaps** (``link_flapping``): ``down`` transitions count 1 and ``flap`` rows (flaps only
-  carrier-transitions saw) their ``flaps``, over the last ``flap_window_s``. ``flaps_per_window``
+  carrier-transitions or SNMP's ifLastChange saw) their ``flaps``, over the last ``flap_window_s``. ``flaps_per_window``
   or more: warning; three times that: critical.
 * **Correlated flaps** (``switch_flapping``): when ``min(switch_flap_min_ports,
   ceil(switch_flap_port_share x cabled ports))`` (at least 2) ports of one switch flap within

@@ -52,7 +52,7 @@ from operator import attrgetter
 from typing import cast
 
 from collector.config import PFC_HEARTBEAT_S as PFC_HEARTBEAT_S  # the knob's default, where it is declared
-from collector.link_flaps import carrier, on_status, status_at, utc
+from collector.link_flaps import carrier, last_change, on_status, status_at, utc
 from collector.port_state import PFC0, PFC_KEYS, SLOTS, PortState, TrackerStats
 from collector.records import COUNTER_FIELDS, PFC_TOTAL_WRAP32, PortReading
 from collector.speedups import deltas as _c_deltas
@@ -223,9 +223,12 @@ class CounterTracker:
 
         events: list[LinkEvent] = []
         has_pfc = not (r.pfc_rx is None and r.pfc_tx is None and r.pfc_rx_total is None and r.pfc_tx_total is None)
+        was = st.oper_up
         changed = (
             False if r.oper_up is None and not r.removed else on_status(st, r, events, counters or has_pfc, self.stats)
         )
+        if r.last_change_ns is not None and r.oper_up is not None and newer:
+            last_change(st, r, was, changed, events)
         if carrier_t0 is not None:
             carrier(st, r, deltas[_CARRIER][0], carrier_t0, events)
         if r.speed_bps is not None and newer:

@@ -15,6 +15,12 @@ Link events, one per flap whichever signals reveal it:
   no status reading in that interval explains are flaps the sampling missed: one ``flap`` event
   with their count. Status readings that arrive later for that interval are still link events
   (their outage length matters) but a ``down`` among them carries ``flaps = 0``: it was counted.
+- SNMP has no transition counter; its ``ifLastChange`` (sysUpTime at the port's last oper
+  change, a Unix time on the agent's boot epoch: :mod:`collector.snmp_poll`) tells instead. When
+  it moved between two readings of the same status on the same epoch, the link went and came
+  back between them: one ``flap`` event (``last-change``; at least one flap, no outage length).
+  A source with ``carrier-transitions`` counts them instead, and a time without a boot epoch (a
+  gNMI ``last-change``, whose notifications may arrive apart from the status's) is not compared.
 """
 
 from __future__ import annotations
@@ -236,3 +242,25 @@ def carrier(st: PortState, r: PortReading, delta: int, t0: int, events: list[Lin
         events.append(
             LinkEvent(utc(t), r.switch, r.port, status_name(st.oper_up), "flap", None, "carrier-transitions", hidden)
         )
+
+
+def last_change(st: PortState, r: PortReading, was: bool | None, changed: bool, events: list[LinkEvent]) -> None:
+    """The flap an SNMP ``ifLastChange`` reveals (see the module docstring), for a newer reading
+    carrying status and last change; ``was``: the port's status before it, ``changed``: whether
+    it changed that status. The reading's last change and boot epoch are kept for the next one."""
+    seen, epoch = st.last_change_ns, st.last_change_boot_ns
+    st.last_change_ns, st.last_change_boot_ns = r.last_change_ns, r.boot_ns
+    if (
+        seen is None
+        or r.last_change_ns is None
+        or r.last_change_ns <= seen
+        or r.boot_ns is None
+        or r.boot_ns != epoch
+        or r.carrier_transitions is not None
+        or changed
+        or r.removed
+        or was is None
+        or r.oper_up != was
+    ):
+        return
+    events.append(LinkEvent(utc(r.time_ns), r.switch, r.port, status_name(was), "flap", None, "last-change", 1))

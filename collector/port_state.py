@@ -55,6 +55,10 @@ class PortState:
     #: status readings arriving later must not count again.
     credit: int = 0
     credit_until_ns: int = 0
+    #: The port's last change (SNMP ifLastChange, Unix ns) and the boot epoch it was read on, as of
+    #: the newest status reading that carried one (collector/link_flaps.py last_change).
+    last_change_ns: int | None = None
+    last_change_boot_ns: int | None = None
     #: A late status reading inside the newest run, (time, up): an excursion, or the start of a
     #: change; the next status reading in order decides.
     pending: tuple[int, bool] | None = None

@@ -22,6 +22,7 @@ import pytest_asyncio
 from pydantic import SecretStr
 
 from collector.config import CollectorConfig, SnmpV3Config
+from collector.counters import CounterTracker
 from collector.oids import ALWAYS_32
 from collector.records import LldpReading, PortReading, TargetState
 from collector.snmp import SnmpCollector
@@ -228,6 +229,26 @@ async def test_link_down_shows_at_the_next_poll(sim: RunningSim) -> None:
     assert down.last_change_ns is not None and first.last_change_ns is not None
     assert down.last_change_ns > first.last_change_ns
     assert {n.port for n in sink.lldp if n.switch == "sp-r4-1" and n.port == "swp9" and not n.neighbors}
+
+
+async def test_a_flap_no_poll_saw_is_a_flap_from_if_last_change(sim: RunningSim) -> None:
+    """IF-MIB has no transition counter: a link down and up again between two polls reads up at
+    both. Its ifLastChange moved, and counter hygiene makes that one flap."""
+    state = _state(sim)
+    sink = RecordingSink()
+    collector = SnmpCollector(v2c(_address(sim), ["sp-r4-1"]), sink, _config(1.0), spread_s=0.0)
+    async with collecting(collector):
+        await until(lambda: sink.latest("sp-r4-1").get("swp9") is not None, 5)
+        polls = len(sink.landed["sp-r4-1"])
+        # down at once, up 0.1 s later: long before the next poll, a second away
+        fault = state.apply({"kind": "link_flap", "switch": "sp-r4-1", "port": "swp9", "period_s": 0.2, "count": 1})
+        await until(lambda: len(sink.landed["sp-r4-1"]) > polls + 1, 5)
+        state.clear(fault.id)
+    readings = [r for r in sink.ports if r.switch == "sp-r4-1" and r.port == "swp9"]
+    assert len(readings) >= 3 and all(r.oper_up for r in readings), "a poll saw the flap: not this test's case"
+    tracker = CounterTracker()
+    events = [(e.old_status, e.new_status, e.flaps, e.source) for r in readings for e in tracker.ingest(r).events]
+    assert events == [("up", "flap", 1, "last-change")]
 
 
 async def test_reboot_yields_a_new_boot_time(sim: RunningSim) -> None:

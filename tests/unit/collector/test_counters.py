@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,6 +105,60 @@ def test_flaps_the_sampling_missed_come_from_carrier_transitions() -> None:
     assert len(events) == 1
     e = events[0]
     assert e.new_status == "flap" and e.source == "carrier-transitions" and e.flaps == 3
+
+
+BOOT = T0 - 3600 * S  # an SNMP agent's boot epoch (Unix ns of sysUpTime 0)
+
+
+def snmp(t_s: float, up: bool, changed_s: float, **kw: object) -> PortReading:
+    """An SNMP poll's reading: ifLastChange ``changed_s`` after T0, on the agent's boot epoch."""
+    fields: dict[str, object] = {"boot_ns": BOOT, "last_change_ns": T0 + int(changed_s * S), **kw}
+    return reading(t_s, int(t_s), oper_up=up, **fields)
+
+
+def test_a_flap_between_two_polls_comes_from_if_last_change() -> None:
+    t = CounterTracker()
+    assert t.ingest(snmp(0, True, -100)).events == []
+    assert t.ingest(snmp(30, True, -100)).events == []  # nothing moved
+    events = t.ingest(snmp(60, True, 41.5)).events  # up at both polls, down and up again between
+    assert [(e.old_status, e.new_status, e.down_s, e.flaps, e.source) for e in events] == [
+        ("up", "flap", None, 1, "last-change")
+    ]
+    assert events[0].time == _utc_s(60)
+    assert t.ingest(snmp(90, True, 41.5)).events == []  # the same change is not a flap again
+    down = t.ingest(snmp(120, False, 95)).events  # the poll saw this one: an oper-status event, no flap
+    assert [(e.new_status, e.source) for e in down] == [("down", "oper-status")]
+    assert t.ingest(snmp(150, False, 140)).events[0].source == "last-change"  # came back and went down again
+
+
+@pytest.mark.parametrize(
+    ("second", "why"),
+    [
+        (dict(boot_ns=BOOT + 600 * S), "a reboot: ifLastChange is on a new epoch"),
+        (dict(boot_ns=None), "no boot epoch (a gNMI last-change)"),
+        (dict(carrier_transitions=7), "carrier-transitions counts flaps instead"),
+        (dict(last_change_ns=T0 - 200 * S), "it went back"),
+        (dict(removed=True), "the interface is gone"),
+    ],
+)
+def test_a_moved_last_change_is_no_flap_when_it_cannot_be_compared(second: dict[str, object], why: str) -> None:
+    t = CounterTracker()
+    t.ingest(snmp(0, True, -100))
+    events = t.ingest(snmp(60, True, 30, **second)).events
+    assert [e for e in events if e.new_status == "flap"] == [], why
+
+
+def test_the_first_status_reading_only_learns_the_last_change() -> None:
+    t = CounterTracker()
+    assert t.ingest(reading(0, 0, oper_up=None, boot_ns=BOOT, last_change_ns=T0)).events == []  # no status
+    assert t.ingest(snmp(30, True, 10)).events == []  # the first status: nothing to compare with
+    assert t.ingest(snmp(60, True, 10)).events == []
+
+
+def _utc_s(t_s: float) -> object:
+    from collector.link_flaps import utc
+
+    return utc(T0 + int(t_s * S))
 
 
 def test_state_leaves_carry_over_between_readings() -> None:
