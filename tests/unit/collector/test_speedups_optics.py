@@ -239,3 +239,31 @@ def test_the_decoder_takes_the_c_once_a_prefix_is_resolved() -> None:
     # with a path not yet resolved is handed back: the first FEC (under the map's interface
     # prefix) and the first thresholds (under the DOM's component prefix). Then the C, whole.
     assert len(messages) == 7 * n and answers == [False] * 2 * n + [True] * 3 * n
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_any_corruption_of_a_known_notification_never_raises_and_reads_the_same_with_and_without_the_c(
+    data: st.DataObject,
+) -> None:
+    """What a switch sends is untrusted: a known Notification (its prefix resolved, so the C is
+    tried first) with bytes flipped, cut or inserted anywhere never raises past ``feed``, gives
+    the same samples and counts with and without the C, and the next clean sample still decodes."""
+    base = _messages(Encoding.PROTO, None, rounds=1)
+    raw = bytearray(data.draw(st.sampled_from(base)))
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(raw)))
+        how = data.draw(st.sampled_from(["flip", "cut", "insert"]))
+        if how == "flip" and at < len(raw):
+            raw[at] ^= data.draw(st.integers(1, 255))
+        elif how == "cut":
+            del raw[at : at + data.draw(st.integers(1, 8))]
+        else:
+            raw[at:at] = data.draw(st.binary(min_size=1, max_size=8))
+    clean = _messages(Encoding.PROTO, None, rounds=1)
+    with pytest.MonkeyPatch.context() as mp:
+        with_c = _decoded([*base, bytes(raw), *clean], True, mp)
+        without = _decoded([*base, bytes(raw), *clean], False, mp)
+    assert with_c == without
+    fec, dom, _, _ = with_c
+    assert len(fec) >= 2 * len(READINGS) - 1 and len(dom) >= 2 * len(READINGS) - 1  # the clean round whole
