@@ -4,18 +4,19 @@ A PFC storm's origin and a rebooting switch's links are named anew every round f
 at other instants; the correlation continues a firing incident by what it held
 (:func:`ongoing_storms`, :func:`held_links`) rather than open a second one. The memory is a table
 of its own (``incident_memory``, :mod:`store.incident_memory`), not the alert's payload.
-:func:`hold_unconfirmed` keeps incidents of symptoms only pending until their root had time to show.
+:func:`hold_unconfirmed` keeps incidents of symptoms only pending until their root had time to show,
+remembering their waits (:class:`Waits`) across the rounds that could not see them (:func:`blind`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from analyzer.evidence import StaleEvidence, StormEvidence
 from analyzer.findings import Finding
-from analyzer.incident_model import Incident
+from analyzer.incident_model import Incident, Observation
 from analyzer.rules import DERIVED, evidence_of
 from store.incident_memory import IncidentMemory
 
@@ -54,8 +55,40 @@ def held_links(memory: Iterable[IncidentMemory]) -> dict[str, frozenset[str]]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """One held incident's or finding's wait: when it was first and last seen, and on which switches."""
+
+    since: datetime
+    last: datetime
+    switches: frozenset[str]
+
+
+@dataclass(slots=True)
+class Waits:
+    """What :func:`hold_unconfirmed` remembers across rounds: incident fingerprint, or ``finding:``
+    and a finding's fingerprint -> its :class:`Wait`."""
+
+    by_key: dict[str, Wait] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        self.by_key.clear()
+
+
+def blind(findings: Iterable[Finding], observation: Observation) -> frozenset[str]:
+    """The switches a round could not judge: stale (``stale_switch``, whether or not an incident
+    came of it: one switch late in our own pipeline makes none) or behind a collector fabricmon
+    cannot observe."""
+    stale = (f.key for f in findings if f.rule == "stale_switch")  # its key is the switch
+    return observation.unobserved | frozenset(stale)
+
+
 def hold_unconfirmed(
-    incidents: Sequence[Incident], first_seen: dict[str, datetime], now: datetime, confirm_s: float
+    incidents: Sequence[Incident],
+    waits: Waits,
+    now: datetime,
+    confirm_s: float,
+    blind: frozenset[str] = frozenset(),
 ) -> list[Incident]:
     """Incidents that ask nothing of a scheduler yet wait ``confirm_s`` before they are sent:
     symptoms only (a rail asymmetry, an ECMP imbalance no root explains), and link, capacity or
@@ -75,10 +108,15 @@ def hold_unconfirmed(
     The wait is the fault's, not its key's: an incident waits from the earliest time any of its
     findings was first seen in a held incident, so a fault whose place is named anew (a leaf's
     links gathered into the leaf one round, not the next) does not start its wait over.
-    ``first_seen`` (incident fingerprint, or ``finding:`` and a finding's fingerprint -> time) is
-    the caller's memory across rounds; entries no held incident of this round has are dropped."""
+    ``waits`` is the caller's memory across rounds. A wait no held incident of this round has is
+    dropped (the fault passed: it waits anew if it comes back), unless one of its switches is in
+    ``blind`` (stale this round, or behind a collector fabricmon cannot observe) and it was last
+    seen no more than ``confirm_s`` ago: a finding the round could not compute for want of its
+    switch's samples has not gone (the 300-fault drill's f132: a spine's CRC burst, its collector
+    lagging, absent every third round and never sent)."""
     out: list[Incident] = []
     kept: set[str] = set()
+    by_key = waits.by_key
     for inc in incidents:
         quiet = inc.action == "observe" and not inc.needs_review
         ev = evidence_of(inc.root)
@@ -88,14 +126,16 @@ def hold_unconfirmed(
         silent = inc.root.rule == "stale_switch" and isinstance(ev, StaleEvidence) and ev.forwarding
         switch = inc.kind == "switch" and (silent or not inc.maintenance)
         if quiet and (derived or switch or inc.kind in ("link", "capacity", "collection")):
-            keys = [inc.fingerprint, *(f"finding:{f.fingerprint}" for f in inc.findings)]
-            seen = min(first_seen.get(k, now) for k in keys)
-            for k in keys:
-                first_seen.setdefault(k, seen)
-            kept.update(keys)
+            where = {f"finding:{f.fingerprint}": frozenset(f.scope.switches) for f in inc.findings}
+            where[inc.fingerprint] = frozenset(s for switches in where.values() for s in switches)
+            seen = min((by_key[k].since for k in where if k in by_key), default=now)
+            for k, switches in where.items():
+                by_key[k] = Wait(seen if k not in by_key else by_key[k].since, now, switches)
+            kept.update(where)
             if (now - seen).total_seconds() < confirm_s:
                 inc = replace(inc, pending=True)
         out.append(inc)
-    for k in [k for k in first_seen if k not in kept]:
-        del first_seen[k]
+    for k, w in list(by_key.items()):
+        if k not in kept and not (w.switches & blind and (now - w.last).total_seconds() <= confirm_s):
+            del by_key[k]
     return out

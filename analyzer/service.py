@@ -30,7 +30,7 @@ from analyzer.coverage import coverage, mark
 from analyzer.engine import Evaluation, context_for, evaluate, lookback_s
 from analyzer.executors import ActionExecutors, NoExecutors
 from analyzer.fits import Fits
-from analyzer.incident_memory import held_links, hold_unconfirmed, ongoing_storms
+from analyzer.incident_memory import Waits, blind, held_links, hold_unconfirmed, ongoing_storms
 from analyzer.incident_model import Incident, Observation
 from analyzer.jobs import Job, job_health, load_jobs
 from analyzer.leader import LeaderElection
@@ -85,13 +85,13 @@ async def evaluate_round(
     config: Config,
     now: datetime,
     memory: CollectionMemory | None = None,
-    first_seen: dict[str, datetime] | None = None,
+    waits: Waits | None = None,
     kept: dict[str, Kept] | None = None,
     beside: Beside | None = None,
 ) -> Round:
     """Run the checks and the objectives, then correlate the findings into decided incidents.
 
-    ``memory`` and ``first_seen`` carry the service's state across rounds (collectors catching up,
+    ``memory`` and ``waits`` carry the service's state across rounds (collectors catching up,
     symptom-only incidents waiting for confirmation), ``kept`` the findings of the checks run at
     their own cadence (analyzer/cadence.py), ``beside`` what runs their fits beside the rounds; a
     one-shot check has none of them."""
@@ -109,8 +109,8 @@ async def evaluate_round(
     held = await read_memory(conn)  # what the firing incidents are remembered by
     found = correlate(ev.all_findings, fabric, observation, switch_links, ongoing_storms(held), held_links(held))
     incidents = mark(decide_all(found, fabric, policy), cover, now)
-    if first_seen is not None:
-        incidents = hold_unconfirmed(incidents, first_seen, now, confirm_s(config))
+    if waits is not None:
+        incidents = hold_unconfirmed(incidents, waits, now, confirm_s(config), blind(ev.all_findings, observation))
     servers = len(fabric.servers)
     fleet = FleetLimits(policy.drain_budget(servers), policy.checkpoint_budget(servers))
     return Round(ev, objectives, incidents, observation, policy.drain_limit(servers), fleet)
@@ -142,7 +142,7 @@ async def assess(
     """One read-only evaluation: findings, objectives, incidents, jobs and the report."""
     # no past to confirm against: observe-only incidents are as unconfirmed as in a service's first
     # round, so the one-shot verdict never says more than the running service would
-    rnd = await evaluate_round(conn, fabric, config, now, first_seen={})
+    rnd = await evaluate_round(conn, fabric, config, now, waits=Waits())
     return rnd.ev, rnd.objectives, await round_report(conn, fabric, rnd, now, extra_jobs)
 
 
@@ -213,7 +213,7 @@ class AnalyzerService:
         self.rounds = 0
         self.failed_rounds = 0
         self.memory = CollectionMemory()
-        self.first_seen: dict[str, datetime] = {}
+        self.waits = Waits()
         #: The checks run at their own cadence, with what they found last (analyzer/cadence.py).
         self.kept = cadences(config.analyzer)
         #: Runs those checks' fits beside the rounds while this service leads (analyzer/fits.py);
@@ -232,11 +232,9 @@ class AnalyzerService:
         observe-only incidents at once instead of after the confirmation wait (a one-shot round
         over a window written in one go, as fixtures and benchmarks do)."""
         now = now or datetime.now(UTC)
-        first_seen = self.first_seen if confirm else None
+        waits = self.waits if confirm else None
         async with self.pool.acquire() as conn:
-            rnd = await evaluate_round(
-                conn, self.fabric, self.config, now, self.memory, first_seen, self.kept, self.fits
-            )
+            rnd = await evaluate_round(conn, self.fabric, self.config, now, self.memory, waits, self.kept, self.fits)
         result: SyncResult | None = None
         if alerts:
             # what an executor's own breaker withheld since the last round needs review (it never calls back)
@@ -370,7 +368,7 @@ class AnalyzerService:
         in progress finishes) or the lock is lost (everything is cancelled at once). A task of the
         term that fails ends it: everything is cancelled, and its error raised (fabric/tasks.py)."""
         if self._terms:  # another leader evaluated meanwhile: what this process remembers is stale
-            self.first_seen.clear()  # (not the heartbeat memory: the standby kept that current)
+            self.waits.clear()  # (not the heartbeat memory: the standby kept that current)
             self.kept = cadences(self.config.analyzer)
         self._terms += 1
         deposed = False

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from analyzer.actions import ActionPolicy, Held, decide, decide_all, merge_decision
 from analyzer.correlation import correlate
 from analyzer.findings import Finding, blast_radius
-from analyzer.incident_memory import held_links, hold_unconfirmed, memory_of, ongoing_storms
+from analyzer.incident_memory import Waits, blind, held_links, hold_unconfirmed, memory_of, ongoing_storms
 from analyzer.incident_model import Incident, Observation
 from analyzer.links import link_end, links_scope
 from fabric.model import Endpoint, Fabric, FabricParams
@@ -323,11 +323,12 @@ def test_a_collection_incident_waits_its_confirmation_so_a_restart_that_passes_p
     inc = one(everything, obs=obs)
     assert inc.kind == "collection"
     now = datetime(2026, 12, 6, tzinfo=UTC)
-    first: dict[str, datetime] = {}
+    first = Waits()
     assert hold_unconfirmed([inc], first, now, 8.0)[0].pending
     assert hold_unconfirmed([inc], first, now + timedelta(seconds=7.9), 8.0)[0].pending
     assert not hold_unconfirmed([inc], first, now + timedelta(seconds=8), 8.0)[0].pending
-    assert first and min(first.values()) == now  # the wait counts from the first round that saw it
+    # the wait counts from the first round that saw it
+    assert first.by_key and min(w.since for w in first.by_key.values()) == now
 
 
 def test_without_heartbeats_half_the_fabric_silent_at_once_is_our_collection() -> None:
@@ -371,11 +372,11 @@ def test_a_switch_silent_while_it_forwards_waits_its_confirmation_a_gone_one_doe
     obs = Observation(frozenset(), (), known=True)
     now = datetime(2026, 12, 3, tzinfo=UTC)
     quiet = one([stale("sp-r1-1", peer_links_up=64, peer_links_down=0)], obs=obs)
-    first: dict[str, datetime] = {}
+    first = Waits()
     assert hold_unconfirmed([quiet], first, now, 8.0)[0].pending
     assert not hold_unconfirmed([quiet], first, now + timedelta(seconds=8), 8.0)[0].pending
     gone = one([stale("sp-r1-1", peer_links_up=0, peer_links_down=64)], obs=obs)
-    assert not hold_unconfirmed([gone], {}, now, 8.0)[0].pending
+    assert not hold_unconfirmed([gone], Waits(), now, 8.0)[0].pending
 
 
 def spine_uplinks(spine: str, superspine: str | None = None) -> list[tuple[str, str]]:
@@ -407,7 +408,7 @@ def test_an_observe_switch_incident_waits_its_confirmation_its_checkpoint_does_n
     # uplinks, an observe. Sent at once, it is followed a round later by the checkpoint its leaf's
     # view brings: two firing deliveries for one fault. It waits, as an uplink incident does.
     now = datetime(2026, 12, 3, tzinfo=UTC)
-    first: dict[str, datetime] = {}
+    first = Waits()
     early = one([switch_flapping("sp-r4-1"), switch_outage("sp-r4-1", spine_uplinks("sp-r4-1", "ssp-1"))])
     assert early.action == "observe" and not early.needs_review
     assert hold_unconfirmed([early], first, now, 8.0)[0].pending
@@ -420,11 +421,11 @@ def test_an_observe_switch_incident_waits_its_confirmation_its_checkpoint_does_n
     assert hold_unconfirmed([early], first, now, 8.0)[0].pending
     assert not hold_unconfirmed([early], first, now + timedelta(seconds=8), 8.0)[0].pending
     # inside a maintenance window it is observed whatever comes next: sent as soon as seen
-    assert not hold_unconfirmed([replace(early, maintenance=True)], {}, now, 8.0)[0].pending
+    assert not hold_unconfirmed([replace(early, maintenance=True)], Waits(), now, 8.0)[0].pending
     # review is never held: a person decides
     obs = Observation(frozenset(), (), known=True)
     lost_leaf = one([stale("lf-g1-r2", peer_links_up=0, peer_links_down=64)], obs=obs)
-    assert lost_leaf.needs_review and not hold_unconfirmed([lost_leaf], {}, now, 8.0)[0].pending
+    assert lost_leaf.needs_review and not hold_unconfirmed([lost_leaf], Waits(), now, 8.0)[0].pending
 
 
 def test_a_fault_named_anew_while_it_waits_does_not_start_its_wait_over() -> None:
@@ -435,13 +436,57 @@ def test_a_fault_named_anew_while_it_waits_does_not_start_its_wait_over() -> Non
     four, three = decided(downs), decided(downs[:3])
     assert [i.kind for i in four] == ["switch"] and [i.kind for i in three] == ["link"] * 3
     assert all(i.action == "observe" for i in four + three)
-    first: dict[str, datetime] = {}
+    first = Waits()
     assert hold_unconfirmed(four, first, now, 8.0)[0].pending
     assert all(i.pending for i in hold_unconfirmed(three, first, now + timedelta(seconds=4), 8.0))
     assert not hold_unconfirmed(four, first, now + timedelta(seconds=8), 8.0)[0].pending
     # gone for a round: it waits anew
-    assert hold_unconfirmed([], first, now + timedelta(seconds=10), 8.0) == [] and first == {}
+    assert hold_unconfirmed([], first, now + timedelta(seconds=10), 8.0) == [] and not first.by_key
     assert hold_unconfirmed(four, first, now + timedelta(seconds=12), 8.0)[0].pending
+
+
+def crc_errors(switch: str, port: str) -> Finding:
+    scope = links_scope(FABRIC, [(switch, port)])
+    return Finding("error_rate", f"{switch}:{port}", "warning", f"{switch}:{port} FCS errors", scope, {"rate": 400.0})
+
+
+def test_a_finding_its_switchs_silence_hid_for_a_round_keeps_its_wait() -> None:
+    # The 300-fault drill's f132: a spine's CRC burst, its collector lagging. Every third or fourth
+    # round the spine was stale, that round had no error_rate finding (no fresh samples to take a
+    # rate of), and the wait started over: the burst was never sent. One stale switch late in our
+    # own pipeline makes no incident, yet the round could not judge it.
+    now = datetime(2026, 12, 6, tzinfo=UTC)
+    spine = "sp-r8-1"
+    crc = decided([crc_errors(spine, _spine_port(spine, "lf-g1-r8"))])
+    assert [(i.kind, i.action) for i in crc] == [("link", "observe")]
+    late = replace(stale(spine), details={**stale(spine).details, "state": "connected"})
+    obs = Observation(frozenset(), (), known=True)
+    assert decided([late], obs=obs) == [] and blind([late], obs) == {spine}
+    first = Waits()
+    assert hold_unconfirmed(crc, first, now, 8.0)[0].pending
+    assert hold_unconfirmed(crc, first, now + timedelta(seconds=2), 8.0)[0].pending
+    assert hold_unconfirmed([], first, now + timedelta(seconds=4), 8.0, blind([late], obs)) == []
+    assert hold_unconfirmed(crc, first, now + timedelta(seconds=6), 8.0)[0].pending
+    assert not hold_unconfirmed(crc, first, now + timedelta(seconds=8), 8.0)[0].pending
+    # a switch behind a collector we cannot observe is as blind
+    assert blind([], Observation(frozenset({spine}), ("collector h:1 silent for 9 s",), known=True)) == {spine}
+
+
+def test_a_wait_outlives_its_switchs_silence_by_no_more_than_the_confirmation() -> None:
+    now = datetime(2026, 12, 6, tzinfo=UTC)
+    spine = "sp-r8-1"
+    crc = decided([crc_errors(spine, _spine_port(spine, "lf-g1-r8"))])
+    first = Waits()
+    assert hold_unconfirmed(crc, first, now, 8.0)[0].pending
+    # silent long after: the finding last seen more than a confirmation ago has passed
+    assert hold_unconfirmed([], first, now + timedelta(seconds=6), 8.0, frozenset({spine})) == []
+    assert first.by_key
+    assert hold_unconfirmed([], first, now + timedelta(seconds=9), 8.0, frozenset({spine})) == []
+    assert not first.by_key
+    assert hold_unconfirmed(crc, first, now + timedelta(seconds=10), 8.0)[0].pending
+    # another switch's silence does not keep it: it passed
+    assert hold_unconfirmed([], first, now + timedelta(seconds=12), 8.0, frozenset({"sp-r1-1"})) == []
+    assert not first.by_key
 
 
 def test_a_drift_from_one_slowed_uplink_names_that_port() -> None:
@@ -598,10 +643,10 @@ def test_findings_read_from_switches_we_cannot_observe_are_the_collection_incide
 def test_only_incidents_that_ask_nothing_wait_for_confirmation() -> None:
     now = datetime(2026, 12, 1, tzinfo=UTC)
     uplink, nic = decided([outage("lf-g1-r3", "swp65")]), decided([flapping("lf-g1-r1", "swp2")])
-    first: dict[str, datetime] = {}
+    first = Waits()
     assert hold_unconfirmed(uplink, first, now, 10.0)[0].pending
     assert not hold_unconfirmed(uplink, first, now + timedelta(seconds=10), 10.0)[0].pending
-    assert not hold_unconfirmed(nic, {}, now, 10.0)[0].pending  # a drain is never held
+    assert not hold_unconfirmed(nic, Waits(), now, 10.0)[0].pending  # a drain is never held
 
 
 def test_a_few_switches_late_in_our_own_pipeline_are_not_judged_many_are_collection() -> None:
@@ -610,7 +655,7 @@ def test_a_few_switches_late_in_our_own_pipeline_are_not_judged_many_are_collect
     assert decided(late[:1], obs=obs) == []  # one of 20: not the switch's fault, too little to page
     many = one(late[:4], obs=obs)
     assert many.kind == "collection" and many.action == "observe" and many.root.details["lag_only"]
-    first: dict[str, datetime] = {}
+    first = Waits()
     assert hold_unconfirmed([many], first, datetime(2026, 12, 1, tzinfo=UTC), 10.0)[0].pending
 
 
