@@ -1,7 +1,7 @@
 /* The collector's per-value path in C: the PROTO fast path of the gNMI decoder and of its
  * link-health decoder, and the counter deltas and the port_counters row of counter hygiene. Each
  * function does exactly what its Python twin does (collector/gnmi_decode.py StreamDecoder._fast,
- * collector/gnmi_optics.py _pairs, collector/counters.py _deltas, and CounterTracker._rates with
+ * collector/gnmi_optics.py _pairs and _slots, collector/counters.py _deltas, and CounterTracker._rates with
  * _sample) on the inputs it takes, and hands anything else back
  * untouched (-1 / None) for the Python code to do: a Python
  * fallback always exists, and tests/unit/test_speedups.py checks the two agree on generated
@@ -116,6 +116,49 @@ fallback:
     return PyLong_FromLong(-1);
 }
 
+/* One link-health update: Update{path (< 128 bytes), val{uint_val | double_val}}, the layout
+ * collector/gnmi_optics.py _split and _fast_scalar accept. 1 with the path's bytes (b + 2, *path_n)
+ * and the value (*is_double: *d, else *x) set; 0 for anything else (the caller hands it back). */
+static int
+plain_update(PyObject *u, const char **path, Py_ssize_t *path_n, int *is_double, uint64_t *x, double *d)
+{
+    if (!PyBytes_Check(u)) {
+        return 0;
+    }
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(u);
+    Py_ssize_t n = PyBytes_GET_SIZE(u);
+    /* 0x0A len path | 0x1A len value */
+    if (n <= 4 || b[0] != 0x0A || b[1] >= 0x80) {
+        return 0;
+    }
+    Py_ssize_t j = (Py_ssize_t)b[1] + 2;
+    if (j + 2 > n || b[j] != 0x1A || (Py_ssize_t)b[j + 1] != n - j - 2) {
+        return 0;
+    }
+    const unsigned char *v = b + j + 2;
+    Py_ssize_t vn = n - j - 2;
+    if (vn == 9 && v[0] == 0x71) { /* double_val (14), fixed64 little-endian */
+        uint64_t bits = 0;
+        for (int i = 8; i >= 1; i--) {
+            bits = (bits << 8) | v[i];
+        }
+        memcpy(d, &bits, sizeof *d);
+        *is_double = 1;
+    }
+    else if (vn > 1 && vn <= 11 && v[0] == 0x18) { /* uint_val (3), varint */
+        if (!read_varint(v + 1, vn - 1, x)) {
+            return 0;
+        }
+        *is_double = 0;
+    }
+    else {
+        return 0;
+    }
+    *path = (const char *)b + 2;
+    *path_n = j - 2;
+    return 1;
+}
+
 PyDoc_STRVAR(optics_pairs_doc,
 "optics_pairs(updates, acts) -> list | None\n\n"
 "The (act, value) pairs of one link-health Notification's ``updates`` (serialized gNMI Updates):\n"
@@ -143,46 +186,19 @@ optics_pairs(PyObject *self, PyObject *args)
     }
     Py_ssize_t count = PyTuple_GET_SIZE(seq);
     for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *u = PyTuple_GET_ITEM(seq, k);
-        if (!PyBytes_Check(u)) {
+        const char *path;
+        Py_ssize_t path_n;
+        int is_double;
+        uint64_t x = 0;
+        double d = 0.0;
+        if (!plain_update(PyTuple_GET_ITEM(seq, k), &path, &path_n, &is_double, &x, &d)) {
             goto hand_back;
         }
-        const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(u);
-        Py_ssize_t n = PyBytes_GET_SIZE(u);
-        /* 0x0A len path | 0x1A len value: the layout _split accepts */
-        if (n <= 4 || b[0] != 0x0A || b[1] >= 0x80) {
-            goto hand_back;
-        }
-        Py_ssize_t j = (Py_ssize_t)b[1] + 2;
-        if (j + 2 > n || b[j] != 0x1A || (Py_ssize_t)b[j + 1] != n - j - 2) {
-            goto hand_back;
-        }
-        const unsigned char *v = b + j + 2;
-        Py_ssize_t vn = n - j - 2;
-        PyObject *value;
-        if (vn == 9 && v[0] == 0x71) { /* double_val (14), fixed64 little-endian */
-            uint64_t bits = 0;
-            for (int i = 8; i >= 1; i--) {
-                bits = (bits << 8) | v[i];
-            }
-            double d;
-            memcpy(&d, &bits, sizeof d);
-            value = PyFloat_FromDouble(d);
-        }
-        else if (vn > 1 && vn <= 11 && v[0] == 0x18) { /* uint_val (3), varint */
-            uint64_t x;
-            if (!read_varint(v + 1, vn - 1, &x)) {
-                goto hand_back;
-            }
-            value = PyLong_FromUnsignedLongLong(x);
-        }
-        else {
-            goto hand_back;
-        }
+        PyObject *value = is_double ? PyFloat_FromDouble(d) : PyLong_FromUnsignedLongLong(x);
         if (value == NULL) {
             goto error;
         }
-        PyObject *key = PyBytes_FromStringAndSize((const char *)b + 2, j - 2);
+        PyObject *key = PyBytes_FromStringAndSize(path, path_n);
         if (key == NULL) {
             Py_DECREF(value);
             goto error;
@@ -220,6 +236,137 @@ hand_back:
 error:
     Py_DECREF(seq);
     Py_DECREF(out);
+    return NULL;
+}
+
+/* optics_slots: what one code of a layout does with its slot (code = slot * 8 + op) */
+enum { SLOT_SKIP = 0, SLOT_UINT = 1, SLOT_SET = 2, SLOT_MIN = 3, SLOT_MAX = 4 };
+#define MAX_SLOTS 16
+
+PyDoc_STRVAR(optics_slots_doc,
+"optics_slots(updates, layout, bounds) -> list | None\n\n"
+"One planned link-health Notification's values in slots: ``layout[path bytes]`` is a code\n"
+"``slot * 8 + op`` (op 0: a leaf nothing reads; 1: a uint_val stored; 2, 3, 4: a double_val\n"
+"stored, or the lowest or the highest kept), ``bounds[slot]`` the (low, high) a double must lie\n"
+"in. A list of len(bounds) values (None where nothing came). None when any update is not\n"
+"Update{path (< 128 bytes), val{uint_val | double_val}}, its path is not in ``layout``, its value\n"
+"is not of its op's type or a double is outside its bounds (NaN included): the caller decodes\n"
+"that notification another way (collector/gnmi_optics.py _slots is the twin).");
+
+static PyObject *
+optics_slots(PyObject *self, PyObject *args)
+{
+    PyObject *updates, *layout, *bounds;
+    if (!PyArg_ParseTuple(args, "OO!O!:optics_slots", &updates, &PyDict_Type, &layout, &PyTuple_Type, &bounds)) {
+        return NULL;
+    }
+    Py_ssize_t slots = PyTuple_GET_SIZE(bounds);
+    if (slots > MAX_SLOTS) {
+        PyErr_SetString(PyExc_ValueError, "optics_slots: more than 16 slots");
+        return NULL;
+    }
+    double low[MAX_SLOTS], high[MAX_SLOTS], dv[MAX_SLOTS];
+    uint64_t uv[MAX_SLOTS];
+    int kind[MAX_SLOTS]; /* 0: nothing yet, 1: uv, 2: dv */
+    for (Py_ssize_t i = 0; i < slots; i++) {
+        PyObject *b = PyTuple_GET_ITEM(bounds, i);
+        if (!PyTuple_Check(b) || PyTuple_GET_SIZE(b) != 2) {
+            PyErr_SetString(PyExc_TypeError, "optics_slots: bounds are (low, high) pairs");
+            return NULL;
+        }
+        low[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(b, 0));
+        high[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(b, 1));
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        kind[i] = 0;
+    }
+    /* a tuple of our own, as in fast_values: a key's __eq__ can run Python that changes the caller's list */
+    PyObject *seq = PySequence_Tuple(updates);
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(seq);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        const char *path;
+        Py_ssize_t path_n;
+        int is_double;
+        uint64_t x = 0;
+        double d = 0.0;
+        if (!plain_update(PyTuple_GET_ITEM(seq, k), &path, &path_n, &is_double, &x, &d)) {
+            goto hand_back;
+        }
+        PyObject *key = PyBytes_FromStringAndSize(path, path_n);
+        if (key == NULL) {
+            goto error;
+        }
+        PyObject *code = PyDict_GetItemWithError(layout, key); /* borrowed */
+        Py_DECREF(key);
+        if (code == NULL) {
+            if (PyErr_Occurred()) {
+                goto error;
+            }
+            goto hand_back;
+        }
+        if (!PyLong_CheckExact(code)) {
+            goto hand_back;
+        }
+        long c = PyLong_AsLong(code);
+        if (c == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            goto hand_back;
+        }
+        long op = c & 7, slot = c >> 3;
+        if (c < 0 || slot >= slots || op > SLOT_MAX) {
+            goto hand_back;
+        }
+        if (op == SLOT_SKIP) {
+            continue;
+        }
+        if (op == SLOT_UINT) {
+            if (is_double) {
+                goto hand_back;
+            }
+            uv[slot] = x;
+            kind[slot] = 1;
+            continue;
+        }
+        if (!is_double || !(low[slot] <= d && d <= high[slot])) {
+            goto hand_back; /* not a double, out of bounds or NaN: counted the careful way */
+        }
+        if (kind[slot] != 2 || op == SLOT_SET || (op == SLOT_MIN && d < dv[slot]) || (op == SLOT_MAX && d > dv[slot])) {
+            dv[slot] = d;
+        }
+        kind[slot] = 2;
+    }
+    Py_DECREF(seq);
+    PyObject *out = PyList_New(slots);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < slots; i++) {
+        PyObject *v;
+        if (kind[i] == 1) {
+            v = PyLong_FromUnsignedLongLong(uv[i]);
+        }
+        else if (kind[i] == 2) {
+            v = PyFloat_FromDouble(dv[i]);
+        }
+        else {
+            v = Py_NewRef(Py_None);
+        }
+        if (v == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+hand_back:
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(seq);
     return NULL;
 }
 
@@ -580,6 +727,7 @@ hand_back:
 static PyMethodDef methods[] = {
     {"fast_values", fast_values, METH_VARARGS, fast_values_doc},
     {"optics_pairs", optics_pairs, METH_VARARGS, optics_pairs_doc},
+    {"optics_slots", optics_slots, METH_VARARGS, optics_slots_doc},
     {"deltas", deltas, METH_VARARGS, deltas_doc},
     {"port_row", (PyCFunction)(void (*)(void))port_row, METH_FASTCALL, port_row_doc},
     {NULL, NULL, 0, NULL},
@@ -598,7 +746,7 @@ PyInit__speedups(void)
 {
     PyObject *m = PyModule_Create(&module);
     /* collector/speedups.py ABI: raised with any change of a function's arguments or results */
-    if (m != NULL && PyModule_AddIntConstant(m, "ABI", 3) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "ABI", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }

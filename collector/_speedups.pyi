@@ -3,6 +3,9 @@ from typing import Any
 
 def fast_values(updates: Sequence[bytes], slots: dict[bytes, Any], row: list[Any], /) -> int: ...
 def optics_pairs(updates: Sequence[bytes], acts: dict[bytes, Any], /) -> list[tuple[Any, int | float]] | None: ...
+def optics_slots(
+    updates: Sequence[bytes], layout: dict[bytes, int], bounds: tuple[tuple[float, float], ...], /
+) -> list[int | float | None] | None: ...
 def deltas(
     vals: list[Any],
     times: list[int],

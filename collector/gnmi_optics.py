@@ -61,10 +61,24 @@ from collector.gnmi_values import (
     path_elems,
     scalar,
 )
-from collector.optics_decode import Action, Invalid, OpenConfigOptics, OpticsBatch, SonicOptics, resolve
+from collector.optics_decode import (
+    HIGHEST,
+    LOWEST,
+    SET,
+    UINT,
+    Action,
+    Invalid,
+    OpenConfigOptics,
+    OpticsBatch,
+    Plan,
+    SonicOptics,
+    plan_of,
+    resolve,
+)
 from collector.profiles import Elem
 from collector.records import LldpReading, PortReading
 from collector.speedups import optics_pairs as _c_optics_pairs
+from collector.speedups import optics_slots as _c_optics_slots
 from store.dom import DomSample
 from store.fec import FecSample
 from wire.protobuf import U64_MAX
@@ -132,6 +146,8 @@ class OpticsDecoder:
         #: prefix bytes -> path bytes -> what the leaf sets (None: nothing), resolved once
         self._acts: dict[bytes, dict[bytes, Action | None]] = {}
         self._cached = 0  # paths in _acts
+        #: prefix bytes -> how its Notifications are read into slots (None: leaf by leaf), from _acts
+        self._plans: dict[bytes, Plan | None] = {}
         self._last: tuple[int, datetime] = (-1, datetime.fromtimestamp(0, tz=UTC))
 
     pending = False  # each Notification is decoded whole: nothing waits for a group to close
@@ -212,29 +228,48 @@ class OpticsDecoder:
     def _notification(self, note: Any) -> None:
         self.notifications += 1
         at = self._at(note.timestamp)
-        if self.schema == "openconfig" and (known := self._acts.get(note.prefix)) is not None:
-            pairs = (_c_optics_pairs or _pairs)(note.update, known)
-            if pairs is not None:  # every leaf known, every value plain: the sample's usual case
-                self.values += len(note.update)
-                batch = self._applied(at, pairs)
-                self.ready_ports.extend(batch.fec)
-                self.ready_ports.extend(batch.dom)
-                return
+        raw_prefix, updates = note.prefix, note.update
+        if self.schema == "openconfig" and self._known(at, raw_prefix, updates):
+            return
         try:
-            prefix = self._elems(note.prefix)
+            prefix = self._elems(raw_prefix)
         except DecodeError:
             self._count(MALFORMED, 1)
             return
         if self.schema == "sonic":
-            updates: list[tuple[tuple[Elem, ...], Any]] = []
-            for u in note.update:
+            found: list[tuple[tuple[Elem, ...], Any]] = []
+            for u in updates:
                 if (got := self._checked(u)) is not None:
-                    updates.append((prefix + got[1], got[2]))
-            batch = self._sonic_batch(at, updates)
+                    found.append((prefix + got[1], got[2]))
+            batch = self._sonic_batch(at, found)
         else:
-            batch = self._openconfig(at, note.prefix, prefix, note.update)
+            batch = self._openconfig(at, raw_prefix, prefix, updates)
         self.ready_ports.extend(batch.fec)
         self.ready_ports.extend(batch.dom)
+
+    def _known(self, at: datetime, raw_prefix: bytes, updates: Sequence[bytes]) -> bool:
+        """An OpenConfig Notification under a prefix already resolved, read the fast way: into
+        its plan's slots (one port's FEC or one module's DOM, every value plain and in bounds), or
+        as (action, value) pairs (every leaf known, every value plain). False: read it the careful way."""
+        known = self._acts.get(raw_prefix)
+        if known is None:
+            return False
+        plan = self._plans.get(raw_prefix, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._plans[raw_prefix] = plan_of(known)
+        if plan is not None and (values := (_c_optics_slots or _slots)(updates, plan.layout, plan.bounds)) is not None:
+            self.values += len(updates)
+            if (sample := self._oc.planned(at, plan, values)) is not None:
+                self.ready_ports.append(sample)
+            return True
+        pairs = (_c_optics_pairs or _pairs)(updates, known)
+        if pairs is None:
+            return False
+        self.values += len(updates)
+        batch = self._applied(at, pairs)
+        self.ready_ports.extend(batch.fec)
+        self.ready_ports.extend(batch.dom)
+        return True
 
     def _checked(self, u: bytes) -> tuple[bytes | None, tuple[Elem, ...], Any] | None:
         """:meth:`_update`, a malformed or unusable one counted (None)."""
@@ -277,11 +312,13 @@ class OpticsDecoder:
         """A leaf's action cached by its prefix's and its own bytes (bounded: the bytes are the switch's)."""
         if self._cached >= _MAX_PATHS:
             self._acts.clear()
+            self._plans.clear()
             self._cached = 0
         known = self._acts.setdefault(raw_prefix, {})
         if raw not in known:
             self._cached += 1
         known[raw] = act
+        self._plans.pop(raw_prefix, None)  # planned again from what is now known
 
     def _applied(self, at: datetime, found: Iterable[tuple[Action | None, Any]]) -> OpticsBatch:
         """The samples of one Notification's (action, value) leaves; invalid values counted."""
@@ -434,6 +471,44 @@ def _pairs(updates: Sequence[bytes], acts: dict[bytes, Action | None]) -> list[t
             return None
         if act is not None:
             out.append((act, value))
+    return out
+
+
+_UNPLANNED: Any = object()
+
+
+def _slots(
+    updates: Sequence[bytes], layout: dict[bytes, int], bounds: tuple[tuple[float, float], ...]
+) -> list[int | float | None] | None:
+    """One planned Notification's values in its plan's slots (:class:`collector.optics_decode.Plan`:
+    a path's code is ``slot * 8 + op``); None when an update is not plain (:func:`_pairs`), its path
+    is not in ``layout``, its value is not its op's type (a uint stored, a double set or the lowest
+    or the highest kept) or a double is outside its slot's bounds: that Notification is read another
+    way, and what is wrong with it counted there. ``collector._speedups.optics_slots`` is its C twin."""
+    out: list[int | float | None] = [None] * len(bounds)
+    for u in updates:
+        if not isinstance(u, bytes) or (split := _split(u)) is None:
+            return None
+        value = _fast_scalar(split[1])
+        code = layout.get(split[0])
+        if value is _SLOW or code is None or code.__class__ is not int or code < 0:
+            return None
+        slot, op = code >> 3, code & 7
+        if slot >= len(bounds) or op > HIGHEST:
+            return None
+        if not op:
+            continue
+        if op == UINT:
+            if value.__class__ is not int:
+                return None
+            out[slot] = value
+            continue
+        low, high = bounds[slot]
+        if value.__class__ is not float or not low <= value <= high:
+            return None  # not a double, out of bounds or NaN
+        now = out[slot]
+        if now.__class__ is not float or op == SET or (op == LOWEST and value < now) or (op == HIGHEST and value > now):
+            out[slot] = value
     return out
 
 

@@ -32,7 +32,7 @@ reported", not invalid.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -113,15 +113,26 @@ class _Dom:
     temperature: float | None = None
     thresholds: dict[str, float] = field(default_factory=dict)
 
+    def read(self) -> tuple[float | None, ...]:
+        """The worst lanes (lowest rx and tx power, highest bias) and the temperature."""
+        rx, tx, bias = self.rx.values(), self.tx.values(), self.bias.values()
+        return (min(rx, default=None), min(tx, default=None), max(bias, default=None), self.temperature)
+
     def sample(self, at: datetime, switch: str, port: str, component: str) -> DomSample | None:
-        s = DomSample(
-            at, switch, port, component,
-            min(self.rx.values(), default=None), min(self.tx.values(), default=None),
-            max(self.bias.values(), default=None), self.temperature,
-            self.thresholds.get("rx_low_warning"), self.thresholds.get("rx_low_critical"),
-            self.thresholds.get("bias_high_warning"), self.thresholds.get("bias_high_critical"),
-        )  # fmt: skip
-        return s if any(v is not None for v in s[4:8]) else None
+        return dom_sample(at, switch, port, component, self.read(), self.thresholds)
+
+
+#: The module thresholds a :class:`DomSample` carries, in its order.
+LIMIT_NAMES = ("rx_low_warning", "rx_low_critical", "bias_high_warning", "bias_high_critical")
+
+
+def dom_sample(
+    at: datetime, switch: str, port: str, component: str, read: Sequence[float | None], limits: Mapping[str, float]
+) -> DomSample | None:
+    """A transceiver's sample from its :meth:`_Dom.read` and thresholds; None when nothing was read."""
+    if all(v is None for v in read):
+        return None
+    return DomSample(at, switch, port, component, *read, *(limits.get(name) for name in LIMIT_NAMES))
 
 
 @dataclass(slots=True)
@@ -165,6 +176,65 @@ Action = tuple[int, str, Any, str]
 _MAP, _FEC, _BER, _BIN, _RAW_BER, _TEMP, _LANE, _LIMIT = range(8)
 
 
+#: A plan's ops (:func:`plan_of`, ``collector._speedups.optics_slots``): a slot's code is ``slot * 8 + op``.
+SKIP, UINT, SET, LOWEST, HIGHEST = range(5)
+_FEC_SLOTS = {"corrected": 0, "uncorrectable": 1, "symbol_errors": 2, "pre_fec_ber": 3, "post_fec_ber": 4}
+_LANE_SLOTS = {"rx": (0, LOWEST), "tx": (1, LOWEST), "bias": (2, HIGHEST)}
+_NO_BOUNDS = (0.0, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How the Notifications under one prefix are read into slots, when every leaf under it sets
+    one port's FEC (slots: corrected, uncorrectable, symbol errors, pre- and post-FEC BER) or one
+    transceiver's DOM (worst rx, tx, bias; temperature; the four thresholds of :data:`LIMIT_NAMES`)."""
+
+    dom: bool
+    key: str
+    #: path bytes -> ``slot * 8 + op``
+    layout: dict[bytes, int]
+    #: per slot, the (low, high) its doubles must lie in
+    bounds: tuple[tuple[float, float], ...]
+
+
+def plan_of(acts: Mapping[bytes, Action | None]) -> Plan | None:
+    """The :class:`Plan` of the leaves resolved under one prefix (path bytes -> action), or None
+    when they are not all one port's FEC counters and BER or all one transceiver's DOM and
+    thresholds (a Cumulus histogram, several keys: read leaf by leaf). The interface map's text
+    leaf is left out of the layout: a Notification that carries it is read leaf by leaf."""
+    used = [a for a in acts.values() if a is not None and a[0] != _MAP]
+    if not used or len({a[1] for a in used}) != 1:
+        return None
+    dom = used[0][0] >= _TEMP
+    bounds = [_NO_BOUNDS] * (8 if dom else 5)
+    layout: dict[bytes, int] = {}
+    for raw, act in acts.items():
+        if act is None:
+            layout[raw] = SKIP
+            continue
+        op, _, arg, unit = act
+        if op == _MAP:
+            continue  # a text leaf: its Notification is read leaf by leaf
+        if op == _FEC:
+            slot, how = _FEC_SLOTS[arg], UINT
+        elif op == _BER:
+            slot, how = _FEC_SLOTS[arg], SET
+        elif op == _TEMP:
+            slot, how = 3, SET
+        elif op == _LANE:
+            slot, how = _LANE_SLOTS[arg[0]]
+        elif op == _LIMIT:
+            slot, how = 4 + LIMIT_NAMES.index(arg), SET
+        else:
+            return None  # _MAP, _BIN, _RAW_BER
+        if (op >= _TEMP) != dom:
+            return None  # FEC and DOM leaves under one prefix
+        layout[raw] = slot * 8 + how
+        if how != UINT:
+            bounds[slot] = BOUNDS[unit]
+    return Plan(dom, used[0][1], layout, tuple(bounds))
+
+
 class OpenConfigOptics:
     """One switch's OpenConfig link-health leaves; remembers the interface ↔ transceiver map.
 
@@ -201,20 +271,43 @@ class OpenConfigOptics:
             if (s := f.sample(at, self.switch, port)) is not None:
                 out.fec.append(s)
         for component, d in dom.items():
-            mapped = self.port_of.get(component)
-            if mapped is None:
-                if d.rx or d.tx or d.bias or d.thresholds:  # a temperature alone: a fan, a PSU, the chassis
-                    bad[UNMAPPED] = bad.get(UNMAPPED, 0) + 1
-                continue
-            known = self.limits.get(component)
-            if d.thresholds and (known is not None or len(self.limits) < MAX_COMPONENTS):
-                known = self.limits[component] = {**(known or {}), **d.thresholds}
-            if known:
-                d.thresholds = known
-            if (ds := d.sample(at, self.switch, mapped, component)) is not None:
+            if (ds := self._dom(at, component, d.read(), d.thresholds, bad)) is not None:
                 out.dom.append(ds)
         _count(self.invalid, bad)
         return out
+
+    def planned(self, at: datetime, plan: Plan, values: Sequence[Any]) -> FecSample | DomSample | None:
+        """The sample of one Notification read into ``plan``'s slots (:func:`plan_of`); its
+        values are in bounds already (anything else was not read this way)."""
+        if not plan.dom:
+            corrected, uncorrectable, symbol_errors, pre, post = values
+            s = FecSample(at, self.switch, plan.key, corrected, uncorrectable, symbol_errors, pre, post)
+            return s if any(v is not None for v in values) else None
+        limits = {name: v for name, v in zip(LIMIT_NAMES, values[4:], strict=True) if v is not None}
+        bad: dict[str, int] = {}
+        ds = self._dom(at, plan.key, values[:4], limits, bad)
+        _count(self.invalid, bad)
+        return ds
+
+    def _dom(
+        self,
+        at: datetime,
+        component: str,
+        read: Sequence[float | None],
+        thresholds: dict[str, float],
+        bad: dict[str, int],
+    ) -> DomSample | None:
+        """A transceiver's sample from its ``read`` (worst rx, tx, bias; temperature) and the
+        thresholds this instant brought; a component no interface maps to counted as unmapped."""
+        mapped = self.port_of.get(component)
+        if mapped is None:
+            if any(v is not None for v in read[:3]) or thresholds:  # a temperature alone: a fan, a PSU, the chassis
+                bad[UNMAPPED] = bad.get(UNMAPPED, 0) + 1
+            return None
+        known = self.limits.get(component)
+        if thresholds and (known is not None or len(self.limits) < MAX_COMPONENTS):
+            known = self.limits[component] = {**(known or {}), **thresholds}
+        return dom_sample(at, self.switch, mapped, component, read, known or thresholds)
 
     def apply(self, act: Action, value: Any, fec: dict[str, _Fec], dom: dict[str, _Dom]) -> None:
         """One leaf's value where its action says; raises :class:`Bad` when the value is invalid."""

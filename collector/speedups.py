@@ -2,7 +2,8 @@
 
 ``hatch_build.py`` compiles them at install; without a compiler, or with
 ``FABRICMON_PURE_PYTHON=1`` in the environment (benchmarks compare the two), :data:`fast_values`,
-:data:`optics_pairs`, :data:`deltas` and :data:`port_row` are None and the callers run their Python (fabric/native.py).
+:data:`optics_pairs`, :data:`optics_slots`, :data:`deltas` and :data:`port_row` are None and the
+callers run their Python (fabric/native.py).
 The Python is the reference: the C does what it does or hands the input back
 (tests/unit/collector/test_speedups.py).
 """
@@ -16,6 +17,9 @@ from fabric.native import load
 
 FastValues = Callable[[Sequence[bytes], dict[bytes, Any], list[Any]], int]
 OpticsPairs = Callable[[Sequence[bytes], dict[bytes, Any]], list[tuple[Any, int | float]] | None]
+OpticsSlots = Callable[
+    [Sequence[bytes], dict[bytes, int], tuple[tuple[float, float], ...]], list[int | float | None] | None
+]
 Deltas = Callable[
     [list[Any], list[int], tuple[int | None, ...], int, frozenset[str], bool, tuple[str, ...], int],
     tuple[dict[str, tuple[int, float]], int | None, bool, int, int, int] | None,
@@ -27,9 +31,10 @@ PortRow = Callable[..., tuple[Any, int] | None]
 
 #: The extension, and why it is not in use ("" when it is).
 #: collector/_speedups.c's ABI constant: raised with any change of a function's arguments or results.
-ABI = 3
+ABI = 4
 _module, unavailable = load("collector._speedups", ABI)
 fast_values: FastValues | None = None if _module is None else _module.fast_values
 optics_pairs: OpticsPairs | None = None if _module is None else _module.optics_pairs
+optics_slots: OpticsSlots | None = None if _module is None else _module.optics_slots
 deltas: Deltas | None = None if _module is None else _module.deltas
 port_row: PortRow | None = None if _module is None else _module.port_row
