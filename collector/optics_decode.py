@@ -535,10 +535,35 @@ def _sonic_dom(sensor: Mapping[str, Any], limits: Mapping[str, Any], tally: _Tal
         if th is None or value in _NOT_REPORTED:
             continue
         try:
-            d.thresholds[th[0]] = bounded(value, th[1])
+            d.thresholds[th[0]] = _limit(value, th[1])
         except Bad as exc:
             tally.bad(exc)
     return d
+
+
+#: (unit, text) -> its bounded value, or the kind it is invalid as: a module's thresholds are read
+#: again with every DOM sample (each minute), and their texts repeat across ports and switches.
+_LIMIT_TEXTS: dict[tuple[str, str], float | str] = {}
+_MAX_LIMIT_TEXTS = 4096
+
+
+def _limit(value: Any, unit: str) -> float:
+    """:func:`bounded`, a text's answer remembered (bounded: the texts are the switch's)."""
+    if value.__class__ is not str:
+        return bounded(value, unit)
+    key = (unit, value)
+    found = _LIMIT_TEXTS.get(key)
+    if found is None:
+        try:
+            found = bounded(value, unit)
+        except Bad as exc:
+            found = str(exc.args[0])
+        if len(_LIMIT_TEXTS) >= _MAX_LIMIT_TEXTS:
+            _LIMIT_TEXTS.clear()
+        _LIMIT_TEXTS[key] = found
+    if isinstance(found, str):
+        raise Bad(found)
+    return found
 
 
 class SonicOptics:

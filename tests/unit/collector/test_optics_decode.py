@@ -127,6 +127,35 @@ def test_sonic_na_is_not_reported_and_garbage_is_counted() -> None:
     assert d.rx_power_dbm is None and d.laser_bias_ma == 6.5
 
 
+@given(st.lists(st.one_of(st.floats(-80, 40).map(str), st.text(max_size=12), st.floats().map(repr)), max_size=4))
+def test_thresholds_read_again_every_sample_decode_and_count_as_they_did_the_first_time(texts: list[str]) -> None:
+    """A module's thresholds come with every DOM sample; their texts' answers are remembered, so
+    the second and third decodes must give what the first gave, invalid texts counted each time."""
+    names = ["rxpowerlowwarning", "rxpowerlowalarm", "txbiashighwarning", "txbiashighalarm"]
+    limits = {"Ethernet0": dict(zip(names, texts, strict=False))}
+
+    def once() -> tuple[Any, dict[str, int]]:
+        bad: Counter[str] = Counter()
+        batch = SonicOptics("sw", lambda k, n: bad.update({k: n})).decode(
+            AT, dom={"Ethernet0": {"rx1power": "-2.5"}}, thresholds=limits
+        )
+        return batch.dom, dict(bad)
+
+    runs = [once() for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2]
+    (d,) = runs[0][0]
+    for name, field in zip(names, ("rx_low_warning_dbm", "rx_low_critical_dbm", "bias_high_warning_ma",
+                                   "bias_high_critical_ma"), strict=True):  # fmt: skip
+        text = limits["Ethernet0"].get(name)
+        try:
+            expected = (
+                None if text is None or text in ("N/A", "n/a", "", "None") else bounded(text, field[-3:].strip("_"))
+            )
+        except Exception:
+            expected = None
+        assert getattr(d, field) == expected
+
+
 @given(st.one_of(st.floats(allow_nan=True), st.integers(), st.text(max_size=40), st.booleans(), st.none()))
 def test_bounded_either_returns_a_value_in_bounds_or_says_why(value: Any) -> None:
     from collector.gnmi_values import Bad

@@ -7,8 +7,9 @@ ASan extension in a Python that is not built with ASan needs its runtime loaded 
 ``PYTHONMALLOC=malloc`` (so ASan sees every object's memory, not pymalloc's arenas). UBSan
 aborts on the first finding (``-fno-sanitize-recover``); ASan exits non-zero on its first.
 The child runs the gNMI corpus and a hypothesis batch of both decoders, the C-against-Python
-property tests of both extensions (the link-health decoder's ``optics_pairs`` among them), and
-the mutation cases of issue 28 (9), which ASan reported as a heap-use-after-free before the fix.
+property tests of both extensions (the link-health decoder's ``optics_pairs`` and
+``optics_slots`` among them), and the mutation cases of issue 28 (9), which ASan reported as a
+heap-use-after-free before the fix.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import hatch_build
-from tests.unit.collector.test_speedups_mutation import BY_DEL, BY_EQ, OPTICS_BY_EQ, SETUP
+from tests.unit.collector.test_speedups_mutation import CASE_IDS, CASES, SETUP
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
@@ -87,7 +88,7 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
     )
 
 
-@pytest.mark.parametrize("case", [BY_EQ, BY_DEL, OPTICS_BY_EQ], ids=["key-eq", "row-item-del", "optics-key-eq"])
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_the_fast_paths_with_their_updates_emptied_are_clean_under_asan(sanitized: dict[str, str], case: str) -> None:
     code = "import fabricmon_asan\n" + textwrap.dedent(SETUP) + textwrap.dedent(case)
     done = _run(["-c", code], sanitized)

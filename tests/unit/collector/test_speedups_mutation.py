@@ -69,9 +69,17 @@ pairs = speedups.optics_pairs(updates, acts)
 print(len(pairs), pairs == [((i,), i) for i in range(40)])
 """
 
+OPTICS_SLOTS_BY_EQ = """
+layout = {Key(keys[0]): 1, **{k: (i % 8) * 8 + 1 for i, k in enumerate(keys) if i}}  # uints, the last kept
+got = speedups.optics_slots(updates, layout, ((0.0, 0.0),) * 8)
+print(len(keys), got == [32 + slot for slot in range(8)])
+"""
+CASES = [BY_EQ, BY_DEL, OPTICS_BY_EQ, OPTICS_SLOTS_BY_EQ]
+CASE_IDS = ["key-eq", "row-item-del", "optics-key-eq", "optics-slots-key-eq"]
+
 
 @pytest.mark.skipif(speedups.fast_values is None, reason="the C extension is not built")
-@pytest.mark.parametrize("case", [BY_EQ, BY_DEL, OPTICS_BY_EQ], ids=["key-eq", "row-item-del", "optics-key-eq"])
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_fast_values_reads_every_update_when_the_list_is_emptied_during_the_call(case: str) -> None:
     code = textwrap.dedent(SETUP) + textwrap.dedent(case)
     done = subprocess.run(
