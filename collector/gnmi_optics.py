@@ -72,8 +72,11 @@ from collector.optics_decode import (
     OpticsBatch,
     Plan,
     SonicOptics,
+    dom_sample,
     plan_of,
     resolve,
+    sonic_limits,
+    sonic_sensor,
 )
 from collector.profiles import Elem
 from collector.records import LldpReading, PortReading
@@ -148,6 +151,10 @@ class OpticsDecoder:
         self._cached = 0  # paths in _acts
         #: prefix bytes -> how its Notifications are read into slots (None: leaf by leaf), from _acts
         self._plans: dict[bytes, Plan | None] = {}
+        #: (prefix bytes, path bytes) -> the port of a ``TRANSCEIVER_DOM_SENSOR/<port>`` path (None: another path)
+        self._sensors: dict[tuple[bytes, bytes], str | None] = {}
+        #: port -> its kept thresholds as read (values, invalid kinds): read again only when they change
+        self._limit_reads: dict[str, tuple[dict[str, float], dict[str, int]]] = {}
         self._last: tuple[int, datetime] = (-1, datetime.fromtimestamp(0, tz=UTC))
 
     pending = False  # each Notification is decoded whole: nothing waits for a group to close
@@ -229,7 +236,10 @@ class OpticsDecoder:
         self.notifications += 1
         at = self._at(note.timestamp)
         raw_prefix, updates = note.prefix, note.update
-        if self.schema == "openconfig" and self._known(at, raw_prefix, updates):
+        if self.schema == "openconfig":
+            if self._known(at, raw_prefix, updates):
+                return
+        elif len(updates) == 1 and self._sensor(at, raw_prefix, updates[0]):
             return
         try:
             prefix = self._elems(raw_prefix)
@@ -270,6 +280,55 @@ class OpticsDecoder:
         self.ready_ports.extend(batch.fec)
         self.ready_ports.extend(batch.dom)
         return True
+
+    def _sensor(self, at: datetime, raw_prefix: bytes, u: bytes) -> bool:
+        """SONiC's DOM the fast way: one port's ``TRANSCEIVER_DOM_SENSOR/<port>`` hash (one Update,
+        each port each minute), read by :func:`collector.optics_decode.sonic_sensor` with its kept
+        thresholds as last read. False: read it the careful way (:meth:`_sonic_batch`), which
+        gives the same sample and counts, and counts what is wrong with it."""
+        if (split := _split(u)) is None:
+            return False
+        key = (raw_prefix, split[0])
+        port = self._sensors.get(key, _UNRESOLVED)
+        if port is _UNRESOLVED:
+            port = self._sensor_port(key)
+        if port is None:
+            return False
+        try:
+            doc = self._value(gnmi_pb2.TypedValue.FromString(split[1]))
+        except (DecodeError, Bad):
+            return False
+        bad: dict[str, int] = {}
+        if doc.__class__ is not dict or (read := sonic_sensor(doc, bad)) is None:
+            return False
+        limits = self._limit_reads.get(port)
+        if limits is None:
+            limits = sonic_limits(self._limits.get(port, {}))
+            if port in self._limits:
+                self._limit_reads[port] = limits
+        self.values += len(doc)
+        if (sample := dom_sample(at, self.switch, port, port, read, limits[0])) is not None:
+            self.ready_ports.append(sample)
+        for kind, n in limits[1].items():
+            bad[kind] = bad.get(kind, 0) + n
+        for kind, n in bad.items():
+            self._count(kind, n)
+        return True
+
+    def _sensor_port(self, key: tuple[bytes, bytes]) -> str | None:
+        """The port a sensor path names (None: any other path, or a malformed one), remembered."""
+        try:
+            names = [n for n, _ in self._elems(key[0]) + self._elems(key[1])]
+        except DecodeError:
+            return None
+        port = names[1] if len(names) == 2 and names[0] == "TRANSCEIVER_DOM_SENSOR" else None
+        if port is not None and ("*" in port or not port or len(port) > MAX_TEXT):
+            port = None
+        if len(key[0]) + len(key[1]) <= _MAX_KEY:
+            if len(self._sensors) >= _MAX_PATHS:
+                self._sensors.clear()
+            self._sensors[key] = port
+        return port
 
     def _checked(self, u: bytes) -> tuple[bytes | None, tuple[Elem, ...], Any] | None:
         """:meth:`_update`, a malformed or unusable one counted (None)."""
@@ -376,6 +435,7 @@ class OpticsDecoder:
         for port, fields in limits.items():
             if port in self._limits or len(self._limits) < MAX_KEYS:
                 self._limits[port] = {**self._limits.get(port, {}), **fields}
+                self._limit_reads.pop(port, None)
         dom = tables["TRANSCEIVER_DOM_SENSOR"]
         kept = {p: self._limits[p] for p in dom if p in self._limits}
         return self._sonic.decode(at, tables["COUNTERS"], dom, kept)

@@ -436,6 +436,10 @@ class _Tally:
     def bad(self, exc: Bad) -> None:
         self.kinds[exc.args[0]] = self.kinds.get(exc.args[0], 0) + 1
 
+    def add(self, kinds: Mapping[str, int]) -> None:
+        for kind, n in kinds.items():
+            self.kinds[kind] = self.kinds.get(kind, 0) + n
+
 
 #: The FEC fields of a COUNTERS hash: the attribute each sets, or its bin's index.
 _SONIC_FEC_FIELDS: dict[str, str | int] = {**_SONIC_FEC, **{f"{_SAI_BIN}{k}": k for k in range(BINS)}}
@@ -517,10 +521,15 @@ def _sonic_lane(name: str, d: _Dom) -> tuple[dict[str, float], str, str] | None:
     return (d.rx if which == "rx" else d.tx if which == "tx" else d.bias), lane, unit
 
 
+def _unreported(value: Any) -> bool:
+    """A field SONiC left unset (xcvrd writes ``N/A`` for what the module does not report)."""
+    return value.__class__ is str and value in _NOT_REPORTED
+
+
 def _sonic_dom(sensor: Mapping[str, Any], limits: Mapping[str, Any], tally: _Tally) -> _Dom:
     d = _Dom()
     for name, value in sensor.items():
-        if value in _NOT_REPORTED:
+        if _unreported(value):
             continue
         try:
             if name == "temperature":
@@ -530,15 +539,79 @@ def _sonic_dom(sensor: Mapping[str, Any], limits: Mapping[str, Any], tally: _Tal
                 lanes[lane] = bounded(value, unit)
         except Bad as exc:
             tally.bad(exc)
+    d.thresholds, bad = sonic_limits(limits)
+    tally.add(bad)
+    return d
+
+
+def sonic_limits(limits: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, int]]:
+    """A TRANSCEIVER_DOM_THRESHOLD hash's thresholds (:data:`LIMIT_NAMES`) and its invalid
+    values' kinds, counted."""
+    out: dict[str, float] = {}
+    bad: dict[str, int] = {}
     for name, value in limits.items():
         th = _SONIC_THRESHOLDS.get(name)
-        if th is None or value in _NOT_REPORTED:
+        if th is None or _unreported(value):
             continue
         try:
-            d.thresholds[th[0]] = _limit(value, th[1])
+            out[th[0]] = _limit(value, th[1])
         except Bad as exc:
-            tally.bad(exc)
-    return d
+            bad[exc.args[0]] = bad.get(exc.args[0], 0) + 1
+    return out, bad
+
+
+#: What a TRANSCEIVER_DOM_SENSOR hash's reading takes of it, per field names as they come:
+#: (field, slot of :meth:`_Dom.read`, unit) for the temperature and each lane's rx, tx and bias.
+SensorPlan = tuple[tuple[str, int, str], ...]
+_SENSOR_PLANS: dict[tuple[str, ...], SensorPlan] = {}
+_MAX_SENSOR_PLANS = 1024
+_LANE_SLOT = {"rx": 0, "tx": 1, "bias": 2}
+
+
+def _sensor_plan(names: tuple[str, ...]) -> SensorPlan:
+    plan: list[tuple[str, int, str]] = []
+    for name in names:
+        if name == "temperature":
+            plan.append((name, 3, "celsius"))
+        elif (found := _lane_of(name)) is not None:
+            plan.append((name, _LANE_SLOT[found[0]], found[2]))
+    return tuple(plan)
+
+
+def sonic_sensor(sensor: dict[str, Any], bad: dict[str, int]) -> tuple[float | None, ...] | None:
+    """One TRANSCEIVER_DOM_SENSOR hash read as :func:`_sonic_dom` reads it (:meth:`_Dom.read`'s
+    worst lanes and temperature; invalid values' kinds counted into ``bad``), by a plan made once
+    per set of field names (a module's names repeat every sample). None, with nothing counted,
+    when a field name is too long or a value it reads is not text: the hash is then read the
+    careful way, which counts what is wrong."""
+    names = tuple(sensor)
+    plan = _SENSOR_PLANS.get(names)
+    if plan is None:
+        if max(map(len, names), default=0) > MAX_TEXT:
+            return None
+        plan = _sensor_plan(names)
+        if len(_SENSOR_PLANS) >= _MAX_SENSOR_PLANS:
+            _SENSOR_PLANS.clear()
+        _SENSOR_PLANS[names] = plan
+    worst: list[float | None] = [None, None, None, None]
+    kinds: dict[str, int] = {}
+    for name, slot, unit in plan:
+        value = sensor[name]
+        if value.__class__ is not str:
+            return None
+        if value in _NOT_REPORTED:
+            continue
+        try:
+            v = bounded(value, unit)
+        except Bad as exc:
+            kinds[exc.args[0]] = kinds.get(exc.args[0], 0) + 1
+            continue
+        now = worst[slot]
+        if now is None or slot == 3 or (v > now if slot == 2 else v < now):
+            worst[slot] = v
+    for kind, n in kinds.items():
+        bad[kind] = bad.get(kind, 0) + n
+    return tuple(worst)
 
 
 #: (unit, text) -> its bounded value, or the kind it is invalid as: a module's thresholds are read

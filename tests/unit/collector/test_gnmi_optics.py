@@ -264,3 +264,99 @@ def test_any_bytes_are_decoded_or_counted_never_raised(raw: bytes, schema: str) 
     dec.feed(raw)
     assert DECODE_ERROR not in bad
     dec.take_samples()
+
+
+_SENSOR_NAMES = ["rx1power", "rx2power", "rx01power", "tx1power", "tx4power", "tx1bias", "tx8bias", "temperature",
+                 "voltage", "rx1power_x", "rx123power", "x" * 257]  # fmt: skip
+_SENSOR_VALUES = st.integers(0, 9).flatmap(
+    lambda k: (
+        st.floats(-50, 60).map(lambda x: f"{x:.4f}")  # what xcvrd writes, in bounds for every unit or not
+        if k < 6
+        else st.sampled_from(["N/A", "", "None", "n/a", " 7.25 ", "nan", "inf", "1e400", "junk"])
+        if k < 8
+        else st.text(max_size=5)
+        if k == 8
+        else st.floats(allow_nan=True)
+        | st.integers(-(10**20), 10**20)
+        | st.booleans()
+        | st.none()
+        | st.lists(st.integers(), max_size=2)
+    )
+)
+_LIMIT_VALUES = st.sampled_from(["-10.0", "-8.0", "13", "N/A", "junk", "99999", None, [1]])
+
+
+def _sonic_note(table: str, port: str, doc: dict[str, object]) -> bytes:
+    note = gnmi_pb2.Notification(timestamp=NOW, prefix=gnmi_pb2.Path(target="STATE_DB"))
+    path = gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=table), gnmi_pb2.PathElem(name=port)])
+    note.update.add(path=path, val=gnmi_pb2.TypedValue(json_ietf_val=json.dumps(doc).encode()))
+    raw: bytes = gnmi_pb2.SubscribeResponse(update=note).SerializeToString()
+    return raw
+
+
+_SONIC_MESSAGES = st.lists(
+    st.tuples(
+        st.sampled_from(["TRANSCEIVER_DOM_SENSOR"] * 3 + ["TRANSCEIVER_DOM_THRESHOLD"]),
+        st.sampled_from(["Ethernet0"] * 4 + ["Ethernet8", "Eth1/1", "Ethernet*", "", "p" * 300]),
+        st.dictionaries(st.sampled_from(_SENSOR_NAMES), _SENSOR_VALUES, max_size=8),
+        st.dictionaries(
+            st.sampled_from(["rxpowerlowalarm", "rxpowerlowwarning", "txbiashighalarm", "temphighalarm"]),
+            _LIMIT_VALUES,
+            max_size=4,
+        ),
+    ),
+    min_size=2,
+    max_size=8,
+)
+
+
+def _sonic_decoded(messages: list[bytes], fast: bool, mp: pytest.MonkeyPatch) -> tuple[object, ...]:
+    if not fast:
+        mp.setattr(OpticsDecoder, "_sensor", lambda *args: False)
+    dec, bad = decoder("sonic")
+    for m in messages:
+        dec.feed(m)
+    return dec.take_samples(), dict(bad), dec.values, dec.failures
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SONIC_MESSAGES)
+def test_a_sonic_sensor_hash_read_the_fast_way_gives_what_the_careful_way_gives(
+    notes: list[tuple[str, str, dict[str, object], dict[str, object]]],
+) -> None:
+    """Each port's DOM hash, one per minute, takes ``OpticsDecoder._sensor`` (its field names'
+    plan, the port's thresholds as last read); with that path off, every hash is read the careful
+    way. Same samples, invalid counts and values either way, with thresholds that change between
+    samples, values of every type and forms the fast way hands back (a glob, a long port)."""
+    messages = [
+        _sonic_note(table, port, sensor if table == "TRANSCEIVER_DOM_SENSOR" else limits)
+        for table, port, sensor, limits in notes
+    ]
+    with pytest.MonkeyPatch.context() as mp:
+        fast = _sonic_decoded(messages, True, mp)
+    with pytest.MonkeyPatch.context() as mp:
+        careful = _sonic_decoded(messages, False, mp)
+    assert fast == careful and fast[3] == 0
+
+
+def test_the_fast_way_reads_a_sensor_hash_and_the_careful_way_only_what_it_hands_back() -> None:
+    dec, bad = decoder("sonic")
+    dec.feed(
+        _sonic_note("TRANSCEIVER_DOM_THRESHOLD", "Ethernet0", {"rxpowerlowalarm": "-10.0", "txbiashighalarm": "x"})
+    )
+    taken: list[object] = []
+    careful = dec._sonic_batch
+
+    def spy(at: object, updates: object) -> object:
+        taken.append(updates)
+        return careful(at, updates)  # type: ignore[arg-type]
+
+    dec._sonic_batch = spy  # type: ignore[assignment, method-assign]
+    dec.feed(
+        _sonic_note("TRANSCEIVER_DOM_SENSOR", "Ethernet0", {"rx1power": "-2.5", "rx2power": "-3.5", "tx1bias": "7"})
+    )
+    dec.feed(_sonic_note("TRANSCEIVER_DOM_SENSOR", "Ethernet0", {"rx1power": 1.5}))  # a number: handed back
+    _, (first, second) = dec.take_samples()
+    assert (first.rx_power_dbm, first.laser_bias_ma, first.rx_low_critical_dbm) == (-3.5, 7.0, -10.0)
+    assert (second.rx_power_dbm, second.rx_low_critical_dbm) == (1.5, -10.0)
+    assert len(taken) == 1 and bad == {NOT_A_NUMBER: 2}  # the bad threshold, counted with each sample

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collector.optics_decode import UNMAPPED, OpenConfigOptics, SonicOptics, bounded
+from collector.optics_decode import UNMAPPED, OpenConfigOptics, SonicOptics, bounded, sonic_sensor
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState
@@ -196,3 +196,28 @@ def test_a_whole_fec_hash_decodes_as_the_careful_path_does(
         return batch.fec, bad
 
     assert decode(fields) == decode({**fields, "SAI_PORT_STAT_IF_IN_OCTETS": "1"})
+
+
+_LANES = [
+    f"{kind}{lane}{unit}"
+    for kind, unit in (("rx", "power"), ("tx", "power"), ("tx", "bias"))
+    for lane in (1, 2, 8, "01")
+]
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from([*_LANES, "temperature", "voltage"]),
+        st.one_of(st.floats(-70, 1100).map(lambda x: f"{x:.3f}"), st.sampled_from(["N/A", "junk", "nan"])),
+        max_size=14,
+    )
+)
+def test_a_sensor_hash_read_by_its_plan_reads_as_the_careful_way_does(sensor: dict[str, str]) -> None:
+    """Any lanes in any order: the worst (lowest rx and tx power, highest bias), the temperature,
+    and the same invalid values counted, by the field names' plan or field by field."""
+    bad: dict[str, int] = {}
+    careful: Counter[str] = Counter()
+    (d,) = SonicOptics("sw", lambda k, n: careful.update({k: n})).decode(AT, dom={"Ethernet0": sensor}).dom or (None,)
+    read = sonic_sensor(sensor, bad)
+    assert read is not None and bad == careful
+    assert read == ((d.rx_power_dbm, d.tx_power_dbm, d.laser_bias_ma, d.temperature_c) if d else (None,) * 4)
