@@ -159,6 +159,30 @@ plain_update(PyObject *u, const char **path, Py_ssize_t *path_n, int *is_double,
     return 1;
 }
 
+/* plain_update, then the path's entry in ``dict``: 1 with *found a new reference, 0 when the update
+ * is not plain or its path is not in ``dict`` (the caller hands the Notification back), -1 on error. */
+static int
+plain_entry(PyObject *u, PyObject *dict, PyObject **found, int *is_double, uint64_t *x, double *d)
+{
+    const char *path;
+    Py_ssize_t path_n;
+    if (!plain_update(u, &path, &path_n, is_double, x, d)) {
+        return 0;
+    }
+    PyObject *key = PyBytes_FromStringAndSize(path, path_n);
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *entry = PyDict_GetItemWithError(dict, key); /* borrowed */
+    Py_XINCREF(entry); /* ours: what the caller does next may run Python */
+    Py_DECREF(key);
+    if (entry == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    *found = entry;
+    return 1;
+}
+
 PyDoc_STRVAR(optics_pairs_doc,
 "optics_pairs(updates, acts) -> list | None\n\n"
 "The (act, value) pairs of one link-health Notification's ``updates`` (serialized gNMI Updates):\n"
@@ -186,37 +210,25 @@ optics_pairs(PyObject *self, PyObject *args)
     }
     Py_ssize_t count = PyTuple_GET_SIZE(seq);
     for (Py_ssize_t k = 0; k < count; k++) {
-        const char *path;
-        Py_ssize_t path_n;
-        int is_double;
+        PyObject *act = NULL;
+        int is_double = 0;
         uint64_t x = 0;
         double d = 0.0;
-        if (!plain_update(PyTuple_GET_ITEM(seq, k), &path, &path_n, &is_double, &x, &d)) {
-            goto hand_back;
-        }
-        PyObject *value = is_double ? PyFloat_FromDouble(d) : PyLong_FromUnsignedLongLong(x);
-        if (value == NULL) {
-            goto error;
-        }
-        PyObject *key = PyBytes_FromStringAndSize(path, path_n);
-        if (key == NULL) {
-            Py_DECREF(value);
-            goto error;
-        }
-        PyObject *act = PyDict_GetItemWithError(acts, key); /* borrowed */
-        Py_XINCREF(act); /* held: appending below can run no Python, but keep it ours */
-        Py_DECREF(key);
-        if (act == NULL) {
-            Py_DECREF(value);
-            if (PyErr_Occurred()) {
+        int got = plain_entry(PyTuple_GET_ITEM(seq, k), acts, &act, &is_double, &x, &d);
+        if (got <= 0) {
+            if (got < 0) {
                 goto error;
             }
             goto hand_back;
         }
         if (act == Py_None) { /* a leaf nothing here reads */
             Py_DECREF(act);
-            Py_DECREF(value);
             continue;
+        }
+        PyObject *value = is_double ? PyFloat_FromDouble(d) : PyLong_FromUnsignedLongLong(x);
+        if (value == NULL) {
+            Py_DECREF(act);
+            goto error;
         }
         PyObject *pair = PyTuple_Pack(2, act, value);
         Py_DECREF(act);
@@ -288,30 +300,19 @@ optics_slots(PyObject *self, PyObject *args)
     }
     Py_ssize_t count = PyTuple_GET_SIZE(seq);
     for (Py_ssize_t k = 0; k < count; k++) {
-        const char *path;
-        Py_ssize_t path_n;
-        int is_double;
+        PyObject *code = NULL;
+        int is_double = 0;
         uint64_t x = 0;
         double d = 0.0;
-        if (!plain_update(PyTuple_GET_ITEM(seq, k), &path, &path_n, &is_double, &x, &d)) {
-            goto hand_back;
-        }
-        PyObject *key = PyBytes_FromStringAndSize(path, path_n);
-        if (key == NULL) {
-            goto error;
-        }
-        PyObject *code = PyDict_GetItemWithError(layout, key); /* borrowed */
-        Py_DECREF(key);
-        if (code == NULL) {
-            if (PyErr_Occurred()) {
+        int got = plain_entry(PyTuple_GET_ITEM(seq, k), layout, &code, &is_double, &x, &d);
+        if (got <= 0) {
+            if (got < 0) {
                 goto error;
             }
             goto hand_back;
         }
-        if (!PyLong_CheckExact(code)) {
-            goto hand_back;
-        }
-        long c = PyLong_AsLong(code);
+        long c = PyLong_CheckExact(code) ? PyLong_AsLong(code) : -1; /* an exact int runs no Python */
+        Py_DECREF(code);
         if (c == -1 && PyErr_Occurred()) {
             PyErr_Clear();
             goto hand_back;
