@@ -298,9 +298,9 @@ class OpticsDecoder:
             doc = self._value(gnmi_pb2.TypedValue.FromString(split[1]))
         except (DecodeError, Bad):
             return False
-        bad: dict[str, int] = {}
-        if doc.__class__ is not dict or (read := sonic_sensor(doc, bad)) is None:
+        if doc.__class__ is not dict or (got := sonic_sensor(doc)) is None:
             return False
+        read, bad = got
         limits = self._limit_reads.get(port)
         if limits is None:
             limits = sonic_limits(self._limits.get(port, {}))
@@ -309,10 +309,9 @@ class OpticsDecoder:
         self.values += len(doc)
         if (sample := dom_sample(at, self.switch, port, port, read, limits[0])) is not None:
             self.ready_ports.append(sample)
-        for kind, n in limits[1].items():
-            bad[kind] = bad.get(kind, 0) + n
-        for kind, n in bad.items():
-            self._count(kind, n)
+        for kinds in (bad, limits[1]):  # a bad threshold is counted with every sample, as the careful way does
+            for kind, n in kinds.items():
+                self._count(kind, n)
         return True
 
     def _sensor_port(self, key: tuple[bytes, bytes]) -> str | None:

@@ -578,12 +578,12 @@ def _sensor_plan(names: tuple[str, ...]) -> SensorPlan:
     return tuple(plan)
 
 
-def sonic_sensor(sensor: dict[str, Any], bad: dict[str, int]) -> tuple[float | None, ...] | None:
-    """One TRANSCEIVER_DOM_SENSOR hash read as :func:`_sonic_dom` reads it (:meth:`_Dom.read`'s
-    worst lanes and temperature; invalid values' kinds counted into ``bad``), by a plan made once
-    per set of field names (a module's names repeat every sample). None, with nothing counted,
-    when a field name is too long or a value it reads is not text: the hash is then read the
-    careful way, which counts what is wrong."""
+def sonic_sensor(sensor: dict[str, Any]) -> tuple[tuple[float | None, ...], dict[str, int]] | None:
+    """One TRANSCEIVER_DOM_SENSOR hash read as :func:`_sonic_dom` reads it: :meth:`_Dom.read`'s
+    worst lanes and temperature, and its invalid values' kinds, counted; by a plan made once per
+    set of field names (a module's names repeat every sample). None when a field name is too long
+    or a value it reads is not text: the hash is then read the careful way, which counts what is
+    wrong."""
     names = tuple(sensor)
     plan = _SENSOR_PLANS.get(names)
     if plan is None:
@@ -609,9 +609,7 @@ def sonic_sensor(sensor: dict[str, Any], bad: dict[str, int]) -> tuple[float | N
         now = worst[slot]
         if now is None or slot == 3 or (v > now if slot == 2 else v < now):
             worst[slot] = v
-    for kind, n in kinds.items():
-        bad[kind] = bad.get(kind, 0) + n
-    return tuple(worst)
+    return tuple(worst), kinds
 
 
 #: (unit, text) -> its bounded value, or the kind it is invalid as: a module's thresholds are read
