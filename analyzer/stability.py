@@ -49,7 +49,9 @@ storms in :mod:`analyzer.pfc`. Semantics, where the spec is silent:
   grace). Its blast radius is everything under it. A switch whose clock its collector measured
   behind ours (``switch_clocks``, within ``collector.max_clock_skew_s``: beyond it the collector
   corrects the timestamps) has that much added to its newest sample's time: a clock 20 s slow is
-  not a silent switch.
+  not a silent switch. The clock row counts when its collector wrote it within two staleness
+  windows of the round's time, on either side: the heartbeat rewrites the row every beat, and a
+  beat that lands while a round runs must not take the switch's clock away from that round.
 """
 
 from __future__ import annotations
@@ -204,8 +206,9 @@ WHERE time <= $1 ORDER BY switch, time DESC
 # collector corrects their timestamps): their newest sample looks that much older than it is.
 _SLOW_CLOCKS_SQL = """
 SELECT switch, -skew_s AS behind_s FROM switch_clocks
-WHERE NOT corrected AND skew_s < 0 AND updated_at > $1::timestamptz - make_interval(secs => $2::float8)
-  AND updated_at <= $1::timestamptz
+WHERE NOT corrected AND skew_s < 0
+  AND updated_at BETWEEN $1::timestamptz - make_interval(secs => $2::float8)
+                     AND $1::timestamptz + make_interval(secs => $2::float8)
 """
 _LAST_SEEN_SQL = """
 SELECT k.switch, max(s.last) AS last

@@ -29,6 +29,7 @@ from fabric.model import Endpoint, Fabric, FabricParams
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState
 from simulator.feed import feed
+from store.clocks import SwitchClockRow, upsert
 from store.config import WriterConfig
 from store.db import Pool, create_pool
 from store.inventory import ensure_fabric
@@ -348,6 +349,31 @@ async def test_never_heard_from_and_cut_off_switches_are_stale(small: Pool) -> N
     assert found["sp-r2-1"].details["state"] == "unreachable"
     summary = found["sp-r2-1"].summary
     assert "collector state unreachable since" in summary and "connect timeout" in summary
+
+
+@pytest.mark.parametrize(
+    ("beat_s", "stale"),
+    [(-5.0, False), (1.0, False), (-61.0, True), (61.0, True)],
+    ids=["beat-before-the-round", "beat-during-the-round", "clock-row-too-old", "clock-row-from-later"],
+)
+async def test_a_clock_within_the_bound_is_not_silence(small: Pool, beat_s: float, stale: bool) -> None:
+    """sp-r2-1's clock runs 25 s slow (within max_clock_skew_s, so not corrected) and its newest
+    sample is one interval late: stamped 35 s ago, beyond the 30 s staleness reach, yet heard from
+    10 s ago. The clock row its heartbeat wrote says so, also when the beat landed a second after
+    the round's time (a round reading now() races the heartbeat); a row from outside two windows
+    of the round is not this round's clock."""
+    times = [T0 + timedelta(seconds=10 * i) for i in range(3)]
+    now = times[-1]
+    slow = [
+        s._replace(time=s.time - timedelta(seconds=25)) for s in _samples(SMALL, times[:2]) if s.switch == "sp-r2-1"
+    ]
+    beat = now + timedelta(seconds=beat_s)
+    async with small.acquire() as conn:
+        rows = _samples(SMALL, times, frozenset({"sp-r2-1"})) + slow
+        await conn.copy_records_to_table("port_counters", records=rows, columns=PortSample._fields)
+        await upsert(conn, [SwitchClockRow("sp-r2-1", "c1", -25.0, False, 0, beat)])
+    found = [f.key for f in await run_checks(small, SMALL, now) if f.rule == "stale_switch"]
+    assert found == (["sp-r2-1"] if stale else [])
 
 
 async def test_ports_of_a_spine_dropping_within_seconds_are_the_spine(small: Pool) -> None:
