@@ -254,15 +254,15 @@ class OpenConfigOptics:
         """Samples at ``at`` from one instant's leaves (a whole notification, or several)."""
         fec: dict[str, _Fec] = {}
         dom: dict[str, _Dom] = {}
-        bad: dict[str, int] = {}
+        tally = _Tally()
         for elems, value in leaves:
             act = resolve(elems)
             if act is not None:
                 try:
                     self.apply(act, value, fec, dom)
                 except Bad as exc:
-                    bad[exc.args[0]] = bad.get(exc.args[0], 0) + 1
-        return self.batch(at, fec, dom, bad)
+                    tally.bad(exc)
+        return self.batch(at, fec, dom, tally.kinds)
 
     def batch(self, at: datetime, fec: dict[str, _Fec], dom: dict[str, _Dom], bad: dict[str, int]) -> OpticsBatch:
         """The samples of what :meth:`apply` gathered; the invalid values counted."""
@@ -548,7 +548,7 @@ def sonic_limits(limits: Mapping[str, Any]) -> tuple[dict[str, float], dict[str,
     """A TRANSCEIVER_DOM_THRESHOLD hash's thresholds (:data:`LIMIT_NAMES`) and its invalid
     values' kinds, counted."""
     out: dict[str, float] = {}
-    bad: dict[str, int] = {}
+    tally = _Tally()
     for name, value in limits.items():
         th = _SONIC_THRESHOLDS.get(name)
         if th is None or _unreported(value):
@@ -556,8 +556,8 @@ def sonic_limits(limits: Mapping[str, Any]) -> tuple[dict[str, float], dict[str,
         try:
             out[th[0]] = _limit(value, th[1])
         except Bad as exc:
-            bad[exc.args[0]] = bad.get(exc.args[0], 0) + 1
-    return out, bad
+            tally.bad(exc)
+    return out, tally.kinds
 
 
 #: What a TRANSCEIVER_DOM_SENSOR hash's reading takes of it, per field names as they come:
@@ -594,7 +594,7 @@ def sonic_sensor(sensor: dict[str, Any]) -> tuple[tuple[float | None, ...], dict
             _SENSOR_PLANS.clear()
         _SENSOR_PLANS[names] = plan
     worst: list[float | None] = [None, None, None, None]
-    kinds: dict[str, int] = {}
+    tally = _Tally()
     for name, slot, unit in plan:
         value = sensor[name]
         if value.__class__ is not str:
@@ -604,12 +604,12 @@ def sonic_sensor(sensor: dict[str, Any]) -> tuple[tuple[float | None, ...], dict
         try:
             v = bounded(value, unit)
         except Bad as exc:
-            kinds[exc.args[0]] = kinds.get(exc.args[0], 0) + 1
+            tally.bad(exc)
             continue
         now = worst[slot]
         if now is None or slot == 3 or (v > now if slot == 2 else v < now):
             worst[slot] = v
-    return tuple(worst), kinds
+    return tuple(worst), tally.kinds
 
 
 #: (unit, text) -> its bounded value, or the kind it is invalid as: a module's thresholds are read
