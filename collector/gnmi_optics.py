@@ -103,6 +103,9 @@ _MAX_KEY = 1024  # bytes of a path kept as a cache key
 _SONIC_TABLES = ("COUNTERS", "TRANSCEIVER_DOM_SENSOR", "TRANSCEIVER_DOM_THRESHOLD")
 Row = FecSample | DomSample
 _UNRESOLVED: Any = object()
+#: What :meth:`OpticsDecoder._sensor_port` answers for ``TRANSCEIVER_DOM_SENSOR`` itself (a port
+#: name never is: a name with ``*`` is read the careful way).
+_WHOLE_TABLE = "*"
 Hashes = dict[str, dict[str, Any]]
 
 
@@ -282,47 +285,64 @@ class OpticsDecoder:
         return True
 
     def _sensor(self, at: datetime, raw_prefix: bytes, u: bytes) -> bool:
-        """SONiC's DOM the fast way: one port's ``TRANSCEIVER_DOM_SENSOR/<port>`` hash (one Update,
-        each port each minute), read by :func:`collector.optics_decode.sonic_sensor` with its kept
-        thresholds as last read. False: read it the careful way (:meth:`_sonic_batch`), which
-        gives the same sample and counts, and counts what is wrong with it."""
-        if (split := _split(u)) is None:
+        """SONiC's DOM the fast way: one Update holding one port's ``TRANSCEIVER_DOM_SENSOR/<port>``
+        hash, or the whole table at ``TRANSCEIVER_DOM_SENSOR`` (``{"<port>": {...}, ...}``, what
+        sonic-gnmi answers a table path with, once a minute), each hash read by
+        :func:`collector.optics_decode.sonic_sensor` with its port's thresholds as last read.
+        False: read it the careful way (:meth:`_sonic_batch`), which gives the same samples and
+        counts, and counts what is wrong with it."""
+        hashes = self._sensor_hashes(raw_prefix, u)
+        if hashes is None:
             return False
+        reads = []
+        for port, sensor in hashes:
+            if (got := sonic_sensor(sensor)) is None:
+                return False
+            reads.append((port, got, len(sensor)))
+        for port, (read, bad), n in reads:
+            self.values += n
+            limits = self._limit_reads.get(port)
+            if limits is None:
+                limits = sonic_limits(self._limits.get(port, {}))
+                if port in self._limits:
+                    self._limit_reads[port] = limits
+            if (sample := dom_sample(at, self.switch, port, port, read, limits[0])) is not None:
+                self.ready_ports.append(sample)
+            for kinds in (bad, limits[1]):  # a bad threshold is counted with every sample, as the careful way does
+                for kind, count in kinds.items():
+                    self._count(kind, count)
+        return True
+
+    def _sensor_hashes(self, raw_prefix: bytes, u: bytes) -> Sequence[tuple[str, dict[str, Any]]] | None:
+        """The (port, hash) pairs of a sensor Update the fast way can read; None: any other."""
+        if (split := _split_document(u)) is None:
+            return None
         key = (raw_prefix, split[0])
         port = self._sensors.get(key, _UNRESOLVED)
         if port is _UNRESOLVED:
             port = self._sensor_port(key)
         if port is None:
-            return False
+            return None
         try:
             doc = self._value(gnmi_pb2.TypedValue.FromString(split[1]))
         except (DecodeError, Bad):
-            return False
-        if doc.__class__ is not dict or (got := sonic_sensor(doc)) is None:
-            return False
-        read, bad = got
-        limits = self._limit_reads.get(port)
-        if limits is None:
-            limits = sonic_limits(self._limits.get(port, {}))
-            if port in self._limits:
-                self._limit_reads[port] = limits
-        self.values += len(doc)
-        if (sample := dom_sample(at, self.switch, port, port, read, limits[0])) is not None:
-            self.ready_ports.append(sample)
-        for kinds in (bad, limits[1]):  # a bad threshold is counted with every sample, as the careful way does
-            for kind, n in kinds.items():
-                self._count(kind, n)
-        return True
+            return None
+        if doc.__class__ is not dict:
+            return None
+        return _table_hashes(doc) if port == _WHOLE_TABLE else ((port, doc),)
 
     def _sensor_port(self, key: tuple[bytes, bytes]) -> str | None:
-        """The port a sensor path names (None: any other path, or a malformed one), remembered."""
+        """The port a sensor path names, :data:`_WHOLE_TABLE` for the table's own path (None: any
+        other path, or a malformed one), remembered."""
         try:
             names = [n for n, _ in self._elems(key[0]) + self._elems(key[1])]
         except DecodeError:
             return None
-        port = names[1] if len(names) == 2 and names[0] == "TRANSCEIVER_DOM_SENSOR" else None
-        if port is not None and ("*" in port or not port or len(port) > MAX_TEXT):
-            port = None
+        port = None
+        if names == ["TRANSCEIVER_DOM_SENSOR"]:
+            port = _WHOLE_TABLE
+        elif len(names) == 2 and names[0] == "TRANSCEIVER_DOM_SENSOR":
+            port = names[1] if "*" not in names[1] and 0 < len(names[1]) <= MAX_TEXT else None
         if len(key[0]) + len(key[1]) <= _MAX_KEY:
             if len(self._sensors) >= _MAX_PATHS:
                 self._sensors.clear()
@@ -501,6 +521,18 @@ class OpticsStream(GnmiStream):
                 await self._optics_sink.put_optics(fec, dom)
 
 
+def _table_hashes(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]] | None:
+    """A whole ``TRANSCEIVER_DOM_SENSOR`` table's (port, hash) pairs in port order (the careful
+    way's), when it has at most :data:`MAX_KEYS` ports, each named (at most ``MAX_TEXT``
+    characters) with a hash; None otherwise (read the careful way, which counts what is wrong)."""
+    if len(doc) > MAX_KEYS:
+        return None
+    for port, sensor in doc.items():
+        if sensor.__class__ is not dict or not port or len(port) > MAX_TEXT:
+            return None
+    return sorted(doc.items())
+
+
 def _split(u: bytes) -> tuple[bytes, bytes] | None:
     """(path bytes, TypedValue bytes) of a serialized ``Update{path, val}`` whose path is under
     128 bytes and has nothing else; None for any other form (parsed the careful way)."""
@@ -509,6 +541,25 @@ def _split(u: bytes) -> tuple[bytes, bytes] | None:
         j = u[1] + 2
         if j + 2 <= n and u[j] == 0x1A and u[j + 1] == n - j - 2:
             return u[2:j], u[j + 2 :]
+    return None
+
+
+def _split_document(u: bytes) -> tuple[bytes, bytes] | None:
+    """:func:`_split` for an Update whose value may be long (a JSON document: a module's DOM hash,
+    a whole table): the value's length a varint of up to four bytes (under 256 MiB; the message's
+    own bound is far lower)."""
+    n = len(u)
+    if n > 4 and u[0] == 0x0A and u[1] < 0x80:
+        j = u[1] + 2
+        if j + 2 <= n and u[j] == 0x1A:
+            length, shift, k = 0, 0, j + 1
+            while k < n and k < j + 5:
+                b = u[k]
+                length |= (b & 0x7F) << shift
+                k += 1
+                if b < 0x80:
+                    return (u[2:j], u[k:]) if length == n - k else None
+                shift += 7
     return None
 
 

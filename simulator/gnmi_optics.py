@@ -31,9 +31,11 @@ not from the port rows):
   when a path names them (``COUNTERS/Ethernet*/SAI_PORT_STAT_IF_IN_FEC_*``, a glob over ports
   as one Update ``{"<port>": {...}}``); a whole-hash ``COUNTERS/Ethernet*`` carries them too,
   after its other fields (:func:`sonic_fec_texts`; a real switch's hash has them, and ~80
-  more). ``STATE_DB`` answers
-  ``TRANSCEIVER_DOM_SENSOR[/<port>]`` and ``TRANSCEIVER_DOM_THRESHOLD[/<port>]``, one Update per
-  key, values as strings.
+  more). ``STATE_DB`` answers ``TRANSCEIVER_DOM_SENSOR`` and ``TRANSCEIVER_DOM_THRESHOLD``, the
+  table's own path, as sonic-gnmi does (``tableData2Msi``: "if only table name provided [...],
+  find all keys in the table", rendered into one JSON value): ONE Update at the table's path,
+  ``{"<port>": {"rx1power": "-2.1", ...}, ...}``; ``<TABLE>/<port>`` with that port's hash, and
+  ``<TABLE>/<port>/<field>`` with a ``string_val``. Values are strings.
 """
 
 from __future__ import annotations
@@ -362,11 +364,14 @@ class SonicOpticsRenderer:
         prefix = self.prefix(db)
         rows = sorted((p, {n: f[n] for n in names if n in f}) for p, f in table.items())
         rows = [(p, f) for p, f in rows if f and (sel.port is None or p == sel.port)]
-        if sel.family is Family.SONIC_FEC and sel.port is None:
+        if sel.port is None and (sel.family is Family.SONIC_FEC or len(names) > 1):
             if not rows:
                 return []
             doc = {p: f for p, f in rows}
-            key = path_bytes([PElem(name), PElem(sel.glob or "Ethernet*")])
+            if sel.family is Family.SONIC_FEC:  # COUNTERS is keyed: its glob is sonic-gnmi's virtual path
+                key = path_bytes([PElem(name), PElem(sel.glob or "Ethernet*")])
+            else:  # the table itself (or a glob of its keys): all its keys
+                key = path_bytes([PElem(name), *([PElem(sel.glob)] if sel.glob else [])])
             return [Group("", prefix, (key,), [update_field(key, json_ietf(json.dumps(doc).encode()))])]
         groups: list[Group] = []
         for port, fields in rows:

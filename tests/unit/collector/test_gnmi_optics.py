@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pygnmi.spec.v080 import gnmi_pb2
 
-from collector.gnmi_optics import MAX_KEYS, OpticsDecoder
+from collector.gnmi_optics import MAX_KEYS, OpticsDecoder, _split_document
 from collector.gnmi_values import BAD_JSON, DECODE_ERROR, MALFORMED, NEGATIVE, NOT_A_NUMBER, OUT_OF_RANGE, TOO_MANY
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
@@ -286,24 +286,43 @@ _SENSOR_VALUES = st.integers(0, 9).flatmap(
 _LIMIT_VALUES = st.sampled_from(["-10.0", "-8.0", "13", "N/A", "junk", "99999", None, [1]])
 
 
-def _sonic_note(table: str, port: str, doc: dict[str, object]) -> bytes:
+def _sonic_note(table: str, port: str | None, doc: dict[str, object]) -> bytes:
+    """One Update at ``TABLE/<port>``, or at ``TABLE`` itself (``port`` None: a whole table)."""
     note = gnmi_pb2.Notification(timestamp=NOW, prefix=gnmi_pb2.Path(target="STATE_DB"))
-    path = gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=table), gnmi_pb2.PathElem(name=port)])
+    path = gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=n) for n in (table, port) if n is not None])
     note.update.add(path=path, val=gnmi_pb2.TypedValue(json_ietf_val=json.dumps(doc).encode()))
     raw: bytes = gnmi_pb2.SubscribeResponse(update=note).SerializeToString()
     return raw
 
 
+_SENSORS = st.dictionaries(st.sampled_from(_SENSOR_NAMES), _SENSOR_VALUES, max_size=8)
+_LIMITS = st.dictionaries(
+    st.sampled_from(["rxpowerlowalarm", "rxpowerlowwarning", "txbiashighalarm", "temphighalarm"]),
+    _LIMIT_VALUES,
+    max_size=4,
+)
+#: A whole table's ports (sonic-gnmi's answer to the table's path): hashes, and what a table
+#: should not hold (a port that is no hash, an empty or long port name).
+_TABLE_PORTS = st.sampled_from(["Ethernet0", "Ethernet8", "Ethernet4", "Ethernet12"] * 3 + ["Eth1/1", "", "p" * 300])
+#: A module's hash as xcvrd writes it (most of a table), beside the generated ones above.
+_PLAIN_SENSORS = st.dictionaries(
+    st.sampled_from(["rx1power", "rx2power", "tx1power", "tx1bias", "tx2bias", "temperature", "voltage"]),
+    st.floats(-20, 60).map(lambda x: f"{x:.4f}") | st.sampled_from(["N/A", "junk"]),
+    min_size=1,
+    max_size=5,
+)
+_TABLES: st.SearchStrategy[dict[str, object]] = st.dictionaries(
+    _TABLE_PORTS,
+    st.one_of(_PLAIN_SENSORS, _PLAIN_SENSORS, _SENSORS, st.sampled_from(["-2.5", 3, None, []])),
+    max_size=4,
+)
 _SONIC_MESSAGES = st.lists(
     st.tuples(
         st.sampled_from(["TRANSCEIVER_DOM_SENSOR"] * 3 + ["TRANSCEIVER_DOM_THRESHOLD"]),
-        st.sampled_from(["Ethernet0"] * 4 + ["Ethernet8", "Eth1/1", "Ethernet*", "", "p" * 300]),
-        st.dictionaries(st.sampled_from(_SENSOR_NAMES), _SENSOR_VALUES, max_size=8),
-        st.dictionaries(
-            st.sampled_from(["rxpowerlowalarm", "rxpowerlowwarning", "txbiashighalarm", "temphighalarm"]),
-            _LIMIT_VALUES,
-            max_size=4,
-        ),
+        st.sampled_from(["Ethernet0"] * 4 + ["Ethernet8", "Eth1/1", "Ethernet*", "", "p" * 300, None, None]),
+        _SENSORS,
+        _LIMITS,
+        _TABLES,
     ),
     min_size=2,
     max_size=8,
@@ -322,16 +341,21 @@ def _sonic_decoded(messages: list[bytes], fast: bool, mp: pytest.MonkeyPatch) ->
 @settings(max_examples=300, deadline=None)
 @given(_SONIC_MESSAGES)
 def test_a_sonic_sensor_hash_read_the_fast_way_gives_what_the_careful_way_gives(
-    notes: list[tuple[str, str, dict[str, object], dict[str, object]]],
+    notes: list[tuple[str, str | None, dict[str, object], dict[str, object], dict[str, object]]],
 ) -> None:
-    """Each port's DOM hash, one per minute, takes ``OpticsDecoder._sensor`` (its field names'
-    plan, the port's thresholds as last read); with that path off, every hash is read the careful
-    way. Same samples, invalid counts and values either way, with thresholds that change between
-    samples, values of every type and forms the fast way hands back (a glob, a long port)."""
-    messages = [
-        _sonic_note(table, port, sensor if table == "TRANSCEIVER_DOM_SENSOR" else limits)
-        for table, port, sensor, limits in notes
-    ]
+    """Each port's DOM hash, or the whole table once a minute, takes ``OpticsDecoder._sensor``
+    (its field names' plan, the port's thresholds as last read); with that path off, every hash is
+    read the careful way. Same samples, invalid counts and values either way, with thresholds that
+    change between samples, values of every type and forms the fast way hands back (a glob, a long
+    port, a table port that is no hash)."""
+    messages = []
+    for table, port, sensor, limits, whole in notes:
+        doc: dict[str, object]
+        if port is None:  # the table's own path: all its ports (for thresholds: one port's, by key)
+            doc = whole if table == "TRANSCEIVER_DOM_SENSOR" else {"Ethernet0": limits, "Ethernet8": limits}
+        else:
+            doc = sensor if table == "TRANSCEIVER_DOM_SENSOR" else limits
+        messages.append(_sonic_note(table, port, doc))
     with pytest.MonkeyPatch.context() as mp:
         fast = _sonic_decoded(messages, True, mp)
     with pytest.MonkeyPatch.context() as mp:
@@ -360,3 +384,49 @@ def test_the_fast_way_reads_a_sensor_hash_and_the_careful_way_only_what_it_hands
     assert (first.rx_power_dbm, first.laser_bias_ma, first.rx_low_critical_dbm) == (-3.5, 7.0, -10.0)
     assert (second.rx_power_dbm, second.rx_low_critical_dbm) == (1.5, -10.0)
     assert len(taken) == 1 and bad == {NOT_A_NUMBER: 2}  # the bad threshold, counted with each sample
+
+
+def test_a_whole_dom_table_is_one_update_and_is_read_the_fast_way() -> None:
+    """sonic-gnmi answers the table's own path with all its keys in one JSON value; the decoder
+    reads each port's hash by its plan, in port order, and hands nothing to the careful way."""
+    r = SonicOpticsRenderer()
+    dec, bad = decoder("sonic")
+    for family, table, leaves in (
+        (Family.SONIC_DOM_LIMITS, "TRANSCEIVER_DOM_THRESHOLD", (0, 1, 2, 3)),
+        (Family.SONIC_DOM, "TRANSCEIVER_DOM_SENSOR", (0, 1, 2, 3, 4)),
+    ):
+        (raw,) = messages(r.render("STATE_DB", Selection(family, leaves, None), READINGS))
+        (update,) = gnmi_pb2.SubscribeResponse.FromString(raw).update.update
+        assert [e.name for e in update.path.elem] == [table]
+        assert set(json.loads(update.val.json_ietf_val)) == {x.port for x in READINGS}
+        if family is Family.SONIC_DOM:
+            dec._sonic_batch = lambda *args: pytest.fail("read the careful way")  # type: ignore[method-assign]
+        dec.feed(raw)
+    _, dom = dec.take_samples()
+    assert [d.port for d in dom] == sorted(x.port for x in READINGS) and not bad
+    for d in dom:
+        reading = next(x for x in READINGS if x.port == d.port)
+        assert d.rx_power_dbm == pytest.approx(reading.rx_power_dbm, abs=1e-4) and d.rx_low_warning_dbm == -8.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=3),
+    st.binary(max_size=70_000),
+    st.binary(max_size=40),
+)
+def test_a_long_document_update_splits_into_its_path_and_value(names: list[str], text: bytes, junk: bytes) -> None:
+    """``_split_document``: the path and value bytes of ``Update{path, val}`` whatever the value's
+    length (a whole table runs to kilobytes); None for a path of 128 bytes or more, or any other
+    form; never raises on bytes."""
+    path = gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=n) for n in names])
+    val = gnmi_pb2.TypedValue(json_ietf_val=text)
+    raw = gnmi_pb2.Update(path=path, val=val).SerializeToString()
+    got = _split_document(raw)
+    if len(path.SerializeToString()) < 128:
+        assert got == (path.SerializeToString(), val.SerializeToString())
+    else:
+        assert got is None
+    assert _split_document(raw + b"\x20\x01") is None  # a field after the value: not this form
+    _split_document(junk)
+    _split_document(raw[: len(raw) // 2])
