@@ -190,42 +190,24 @@ class StreamDecoder(GroupState):
                     self._pending[port] = row
                 self.values += n
                 return
-        keys: list[bytes] = []
-        parts: list[bytes] = []
-        slow: list[bytes] = []
-        try:
-            for u in updates:
-                # Update{path (short), val{uint_val}} and nothing else: split it here.
-                # Each value's last byte ends a varint: with the count check below, each is one varint.
-                # A value of at least one byte (u[j + 1] > 1): an empty one would let the count
-                # check pass for a value with two varints in the same notification (issue 28).
-                j = u[1] + 2
-                if (
-                    u[0] == 0x0A
-                    and j < 0x82
-                    and u[j] == 0x1A
-                    and 1 < u[j + 1] == len(u) - j - 2
-                    and u[j + 2] == 0x18
-                    and u[-1] < 0x80
-                ):
-                    keys.append(u[2:j])
-                    parts.append(u[j + 3 :])
-                else:
-                    slow.append(u)
-        except IndexError:  # an update too short for that layout: decode them all the careful way
-            keys, slow = [], list(updates)
-        if keys:
-            raw = b"".join(parts)
-            try:
-                values = Varints.FromString(b"\x0a" + varint(len(raw)) + raw).v
-            except DecodeError:  # a varint too wide: decode them properly (that one is malformed)
-                values = ()
-            if len(values) != len(keys):  # a value had fields after its varint: decode them properly
-                keys, slow = [], list(updates)
-            else:
+        keys, values, order = _split_counters(updates)
+        if len(keys) == len(order):
+            if keys:
                 self._fast_values(ctx, port, keys, values)
-        for u in slow:
+            return
+        # Split and careful updates mixed: applied in the Notification's order, so that of two
+        # updates of one path the last wins, as protobuf reads them.
+        start = done = 0
+        for u in order:
+            if u is None:
+                done += 1
+                continue
+            if done > start:
+                self._fast_values(ctx, port, keys[start:done], values[start:done])
+            start = done
             self._slow(ctx, u)
+        if done > start:
+            self._fast_values(ctx, port, keys[start:done], values[start:done])
 
     def _fast_values(self, ctx: _Prefix, port: str, keys: list[bytes], values: Sequence[int]) -> None:
         row = self._pending.get(port)
@@ -445,3 +427,44 @@ def datetime_ns(value: Any) -> int:
     if ns < 0:
         raise Bad(NEGATIVE)
     return ns
+
+
+def _split_counters(updates: Sequence[bytes]) -> tuple[list[bytes], Sequence[int], list[bytes | None]]:
+    """(path bytes, uint values) of the updates split here (``Update{path (short), val{uint_val}}``
+    and nothing else), and per update in order None (split) or the update itself (to be read the
+    careful way). Every update careful when any split one does not hold one plain varint."""
+    keys: list[bytes] = []
+    parts: list[bytes] = []
+    order: list[bytes | None] = []  # per update: None (split here, in keys) or itself (the careful way)
+    try:
+        for u in updates:
+            # Update{path (short), val{uint_val}} and nothing else: split it here.
+            # Each value's last byte ends a varint: with the count check below, each is one varint.
+            # A value of at least one byte (u[j + 1] > 1): an empty one would let the count
+            # check pass for a value with two varints in the same notification (issue 28).
+            j = u[1] + 2
+            if (
+                u[0] == 0x0A
+                and j < 0x82
+                and u[j] == 0x1A
+                and 1 < u[j + 1] == len(u) - j - 2
+                and u[j + 2] == 0x18
+                and u[-1] < 0x80
+            ):
+                keys.append(u[2:j])
+                parts.append(u[j + 3 :])
+                order.append(None)
+            else:
+                order.append(u)
+    except IndexError:  # an update too short for that layout: decode them all the careful way
+        keys, order = [], list(updates)
+    values: Sequence[int] = ()
+    if keys:
+        raw = b"".join(parts)
+        try:
+            values = Varints.FromString(b"\x0a" + varint(len(raw)) + raw).v
+        except DecodeError:  # a varint too wide: decode them properly (that one is malformed)
+            values = ()
+        if len(values) != len(keys):  # a value had fields after its varint: decode them properly
+            keys, order = [], list(updates)
+    return keys, values, order

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from pygnmi.spec.v080 import gnmi_pb2
 
@@ -105,6 +105,9 @@ def protobuf_says(value: bytes) -> int | str:
 
 @settings(max_examples=EXAMPLES * 2, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(COUNTERS), UINTISH), min_size=1, max_size=6))
+# found by CI: a value the split cannot take (fields of the wrong wire type after its uint), then
+# the same path plain; the careful one was applied after the split one, so the first won
+@example([("in-octets", b"\x18\x01\x08\x00\x95\x00\x00\x00\x00\x80"), ("in-octets", b"\x18\x00")])
 def test_a_counter_is_stored_exactly_when_protobuf_reads_it(updates: list[tuple[str, bytes]]) -> None:
     # The row is open first (the C stores into it), then one notification of raw values.
     first = raw_response(prefix_bytes(IF), raw_update(path_bytes("state/counters/in-octets"), b"\x18\x01"))
