@@ -315,7 +315,7 @@ class OpticsDecoder:
 
     def _sensor_hashes(self, raw_prefix: bytes, u: bytes) -> Sequence[tuple[str, dict[str, Any]]] | None:
         """The (port, hash) pairs of a sensor Update the fast way can read; None: any other."""
-        if (split := _split_document(u)) is None:
+        if (split := _split(u)) is None:
             return None
         key = (raw_prefix, split[0])
         port = self._sensors.get(key, _UNRESOLVED)
@@ -535,19 +535,9 @@ def _table_hashes(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]] | Non
 
 def _split(u: bytes) -> tuple[bytes, bytes] | None:
     """(path bytes, TypedValue bytes) of a serialized ``Update{path, val}`` whose path is under
-    128 bytes and has nothing else; None for any other form (parsed the careful way)."""
-    n = len(u)
-    if n > 4 and u[0] == 0x0A and u[1] < 0x80:
-        j = u[1] + 2
-        if j + 2 <= n and u[j] == 0x1A and u[j + 1] == n - j - 2:
-            return u[2:j], u[j + 2 :]
-    return None
-
-
-def _split_document(u: bytes) -> tuple[bytes, bytes] | None:
-    """:func:`_split` for an Update whose value may be long (a JSON document: a module's DOM hash,
-    a whole table): the value's length a varint of up to four bytes (under 256 MiB; the message's
-    own bound is far lower)."""
+    128 bytes and has nothing else; None for any other form (parsed the careful way). The value's
+    length is a varint of up to four bytes: a JSON document (a module's DOM hash, a whole table)
+    runs to kilobytes; a scalar's is one byte, and :func:`_fast_scalar` takes nothing longer."""
     n = len(u)
     if n > 4 and u[0] == 0x0A and u[1] < 0x80:
         j = u[1] + 2

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pygnmi.spec.v080 import gnmi_pb2
 
-from collector.gnmi_optics import MAX_KEYS, OpticsDecoder, _split_document
+from collector.gnmi_optics import MAX_KEYS, OpticsDecoder, _split
 from collector.gnmi_values import BAD_JSON, DECODE_ERROR, MALFORMED, NEGATIVE, NOT_A_NUMBER, OUT_OF_RANGE, TOO_MANY
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
@@ -416,17 +416,17 @@ def test_a_whole_dom_table_is_one_update_and_is_read_the_fast_way() -> None:
     st.binary(max_size=40),
 )
 def test_a_long_document_update_splits_into_its_path_and_value(names: list[str], text: bytes, junk: bytes) -> None:
-    """``_split_document``: the path and value bytes of ``Update{path, val}`` whatever the value's
+    """``_split``: the path and value bytes of ``Update{path, val}`` whatever the value's
     length (a whole table runs to kilobytes); None for a path of 128 bytes or more, or any other
     form; never raises on bytes."""
     path = gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=n) for n in names])
     val = gnmi_pb2.TypedValue(json_ietf_val=text)
     raw = gnmi_pb2.Update(path=path, val=val).SerializeToString()
-    got = _split_document(raw)
+    got = _split(raw)
     if len(path.SerializeToString()) < 128:
         assert got == (path.SerializeToString(), val.SerializeToString())
     else:
         assert got is None
-    assert _split_document(raw + b"\x20\x01") is None  # a field after the value: not this form
-    _split_document(junk)
-    _split_document(raw[: len(raw) // 2])
+    assert _split(raw + b"\x20\x01") is None  # a field after the value: not this form
+    _split(junk)
+    _split(raw[: len(raw) // 2])
