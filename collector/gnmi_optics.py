@@ -72,6 +72,7 @@ from collector.optics_decode import (
     OpticsBatch,
     Plan,
     SonicOptics,
+    Tally,
     dom_sample,
     plan_of,
     resolve,
@@ -403,15 +404,15 @@ class OpticsDecoder:
         oc = self._oc
         fec: dict[str, Any] = {}
         dom: dict[str, Any] = {}
-        bad: dict[str, int] = {}
+        tally = Tally()
         for act, v in found:
             if act is None:
                 continue
             try:
                 oc.apply(act, v, fec, dom)
             except Bad as exc:
-                bad[exc.args[0]] = bad.get(exc.args[0], 0) + 1
-        return oc.batch(at, fec, dom, bad)
+                tally.bad(exc)
+        return oc.batch(at, fec, dom, tally)
 
     def _value(self, val: Any) -> Any:
         """A TypedValue's Python value; JSON parsed (bounded); :class:`Bad` when unusable."""

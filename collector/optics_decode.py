@@ -143,6 +143,23 @@ class OpticsBatch:
     dom: list[DomSample] = field(default_factory=list)
 
 
+class Tally:
+    """Invalid values counted per kind while one batch is decoded."""
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, int] = {}
+
+    def bad(self, exc: Bad) -> None:
+        self.kind(exc.args[0])
+
+    def kind(self, kind: str, n: int = 1) -> None:
+        self.kinds[kind] = self.kinds.get(kind, 0) + n
+
+    def add(self, kinds: Mapping[str, int]) -> None:
+        for kind, n in kinds.items():
+            self.kind(kind, n)
+
+
 def _count(invalid: Invalid, counts: dict[str, int]) -> None:
     for kind, n in counts.items():
         invalid(kind, n)
@@ -254,7 +271,7 @@ class OpenConfigOptics:
         """Samples at ``at`` from one instant's leaves (a whole notification, or several)."""
         fec: dict[str, _Fec] = {}
         dom: dict[str, _Dom] = {}
-        tally = _Tally()
+        tally = Tally()
         for elems, value in leaves:
             act = resolve(elems)
             if act is not None:
@@ -262,18 +279,18 @@ class OpenConfigOptics:
                     self.apply(act, value, fec, dom)
                 except Bad as exc:
                     tally.bad(exc)
-        return self.batch(at, fec, dom, tally.kinds)
+        return self.batch(at, fec, dom, tally)
 
-    def batch(self, at: datetime, fec: dict[str, _Fec], dom: dict[str, _Dom], bad: dict[str, int]) -> OpticsBatch:
+    def batch(self, at: datetime, fec: dict[str, _Fec], dom: dict[str, _Dom], tally: Tally) -> OpticsBatch:
         """The samples of what :meth:`apply` gathered; the invalid values counted."""
         out = OpticsBatch()
         for port, f in fec.items():
             if (s := f.sample(at, self.switch, port)) is not None:
                 out.fec.append(s)
         for component, d in dom.items():
-            if (ds := self._dom(at, component, d.read(), d.thresholds, bad)) is not None:
+            if (ds := self._dom(at, component, d.read(), d.thresholds, tally)) is not None:
                 out.dom.append(ds)
-        _count(self.invalid, bad)
+        _count(self.invalid, tally.kinds)
         return out
 
     def planned(self, at: datetime, plan: Plan, values: Sequence[Any]) -> FecSample | DomSample | None:
@@ -284,9 +301,9 @@ class OpenConfigOptics:
             s = FecSample(at, self.switch, plan.key, corrected, uncorrectable, symbol_errors, pre, post)
             return s if any(v is not None for v in values) else None
         limits = {name: v for name, v in zip(LIMIT_NAMES, values[4:], strict=True) if v is not None}
-        bad: dict[str, int] = {}
-        ds = self._dom(at, plan.key, values[:4], limits, bad)
-        _count(self.invalid, bad)
+        tally = Tally()
+        ds = self._dom(at, plan.key, values[:4], limits, tally)
+        _count(self.invalid, tally.kinds)
         return ds
 
     def _dom(
@@ -295,14 +312,14 @@ class OpenConfigOptics:
         component: str,
         read: Sequence[float | None],
         thresholds: dict[str, float],
-        bad: dict[str, int],
+        tally: Tally,
     ) -> DomSample | None:
         """A transceiver's sample from its ``read`` (worst rx, tx, bias; temperature) and the
         thresholds this instant brought; a component no interface maps to counted as unmapped."""
         mapped = self.port_of.get(component)
         if mapped is None:
             if any(v is not None for v in read[:3]) or thresholds:  # a temperature alone: a fan, a PSU, the chassis
-                bad[UNMAPPED] = bad.get(UNMAPPED, 0) + 1
+                tally.kind(UNMAPPED)
             return None
         known = self.limits.get(component)
         if thresholds and (known is not None or len(self.limits) < MAX_COMPONENTS):
@@ -427,20 +444,6 @@ _SONIC_THRESHOLDS = {
 _NOT_REPORTED = frozenset({"N/A", "n/a", "", "None"})
 
 
-class _Tally:
-    """Invalid values counted per kind while one batch is decoded."""
-
-    def __init__(self) -> None:
-        self.kinds: dict[str, int] = {}
-
-    def bad(self, exc: Bad) -> None:
-        self.kinds[exc.args[0]] = self.kinds.get(exc.args[0], 0) + 1
-
-    def add(self, kinds: Mapping[str, int]) -> None:
-        for kind, n in kinds.items():
-            self.kinds[kind] = self.kinds.get(kind, 0) + n
-
-
 #: The FEC fields of a COUNTERS hash: the attribute each sets, or its bin's index.
 _SONIC_FEC_FIELDS: dict[str, str | int] = {**_SONIC_FEC, **{f"{_SAI_BIN}{k}": k for k in range(BINS)}}
 
@@ -466,7 +469,7 @@ def _plain_uints(values: list[Any]) -> list[int] | None:
     return list(map(int, values))
 
 
-def _sonic_fec(fields: Mapping[str, Any], tally: _Tally) -> _Fec:
+def _sonic_fec(fields: Mapping[str, Any], tally: Tally) -> _Fec:
     f = _Fec()
     if fields.keys() == _SONIC_FEC_NAMES and (ints := _plain_uints([fields[k] for k in _SONIC_FEC_ORDER])):
         f.bins = dict(enumerate(ints[:BINS]))
@@ -526,7 +529,7 @@ def _unreported(value: Any) -> bool:
     return value.__class__ is str and value in _NOT_REPORTED
 
 
-def _sonic_dom(sensor: Mapping[str, Any], limits: Mapping[str, Any], tally: _Tally) -> _Dom:
+def _sonic_dom(sensor: Mapping[str, Any], limits: Mapping[str, Any], tally: Tally) -> _Dom:
     d = _Dom()
     for name, value in sensor.items():
         if _unreported(value):
@@ -548,7 +551,7 @@ def sonic_limits(limits: Mapping[str, Any]) -> tuple[dict[str, float], dict[str,
     """A TRANSCEIVER_DOM_THRESHOLD hash's thresholds (:data:`LIMIT_NAMES`) and its invalid
     values' kinds, counted."""
     out: dict[str, float] = {}
-    tally = _Tally()
+    tally = Tally()
     for name, value in limits.items():
         th = _SONIC_THRESHOLDS.get(name)
         if th is None or _unreported(value):
@@ -594,7 +597,7 @@ def sonic_sensor(sensor: dict[str, Any]) -> tuple[tuple[float | None, ...], dict
             _SENSOR_PLANS.clear()
         _SENSOR_PLANS[names] = plan
     worst: list[float | None] = [None, None, None, None]
-    tally = _Tally()
+    tally = Tally()
     for name, slot, unit in plan:
         value = sensor[name]
         if value.__class__ is not str:
@@ -653,7 +656,7 @@ class SonicOptics:
     ) -> OpticsBatch:
         """Samples from ``COUNTERS``, ``TRANSCEIVER_DOM_SENSOR`` and ``..._THRESHOLD`` hashes per port."""
         counters, dom, thresholds = counters or {}, dom or {}, thresholds or {}
-        tally = _Tally()
+        tally = Tally()
         out = OpticsBatch()
         for port, fields in counters.items():
             if (s := _sonic_fec(fields, tally).sample(at, self.switch, port)) is not None:
