@@ -38,7 +38,7 @@ from typing import Any
 from collector.gnmi_optics import MAX_KEYS, OpticsSink, bounded_ns, count_invalid
 from collector.gnmi_stream import GnmiStream
 from collector.gnmi_values import MAX_TEXT, TOO_LONG, TOO_MANY
-from collector.optics_decode import SONIC_FEC_NAMES, Invalid, SonicOptics
+from collector.optics_decode import SONIC_FEC_NAMES, Invalid, SonicOptics, sonic_fec_plain
 from collector.profiles import Elem
 from store.fec import FecSample
 
@@ -97,8 +97,8 @@ class CountersFec:
 
     def _take(self, key: str, doc: dict[str, Any], ts_ns: int) -> None:
         hashes = doc.items() if "*" in key else ((key, doc),)
-        fec: dict[str, dict[str, Any]] = {}
-        kept, gap = self._kept, self._gap_ns
+        kept, gap, ready = self._kept, self._gap_ns, self._ready
+        at: datetime | None = None
         too_long = too_many = 0
         for port, fields in hashes:
             last = kept.get(port)
@@ -106,22 +106,28 @@ class CountersFec:
                 continue  # the common case: kept less than an interval ago
             if not isinstance(fields, dict):
                 continue  # not a hash: the counters' decoder counts it
-            found = {name: fields[name] for name in SONIC_FEC_NAMES if name in fields}
-            if not found:
-                continue
             if not isinstance(port, str) or not port or len(port) > MAX_TEXT:
-                too_long += 1
-            elif last is None and len(kept) >= MAX_KEYS:
+                if any(name in fields for name in SONIC_FEC_NAMES):
+                    too_long += 1
+                continue
+            if at is None:
+                at = self._at(ts_ns)
+            sample = sonic_fec_plain(at, self.switch, port, fields)
+            found = {} if sample is not None else {name: fields[name] for name in SONIC_FEC_NAMES if name in fields}
+            if sample is None and not found:
+                continue  # no FEC here
+            if last is None and len(kept) >= MAX_KEYS:
                 too_many += 1
-            else:
-                fec[port] = found
-                kept[port] = ts_ns
+                continue
+            kept[port] = ts_ns
+            if sample is not None:  # every field there, plain: what orchagent writes
+                ready.append(sample)
+            else:  # a field missing or not plain: the careful way, which counts what is wrong
+                ready.extend(self._sonic.decode(at, counters={port: found}).fec)
         if too_long:
             self._count(TOO_LONG, too_long)
         if too_many:
             self._count(TOO_MANY, too_many)
-        if fec:
-            self._ready.extend(self._sonic.decode(self._at(ts_ns), counters=fec).fec)
 
     def _at(self, ts: int) -> datetime:
         return datetime.fromtimestamp(bounded_ns(ts, self._skew_ns) / 1e9, tz=UTC)

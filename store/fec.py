@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
-from store.records import to_int8
+from store.records import to_int8, to_int8s
 
 COLUMNS = (
     "time",
@@ -55,7 +55,7 @@ def fec_rows(samples: Sequence[FecSample]) -> list[tuple[Any, ...]]:
     return [
         (
             s.time, s.switch, s.port, _int8(s.corrected), _int8(s.uncorrectable), _int8(s.symbol_errors),
-            s.pre_fec_ber, s.post_fec_ber, None if s.bins is None else [to_int8(b) for b in s.bins],
+            s.pre_fec_ber, s.post_fec_ber, None if s.bins is None else to_int8s(s.bins),
         )
         for s in samples
     ]  # fmt: skip

@@ -8,6 +8,7 @@ in a bigint.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -20,6 +21,14 @@ def to_int8(value: int) -> int:
     if not 0 <= value < U64:
         raise ValueError(f"counter {value} is not an unsigned 64-bit value")
     return value - U64 if value > I64_MAX else value
+
+
+def to_int8s(values: Sequence[int]) -> list[int]:
+    """:func:`to_int8` of each of ``values``: copied at once when all are in 0..2^63-1, as a FEC
+    histogram's bins nearly always are."""
+    if values and min(values) >= 0 and max(values) <= I64_MAX:
+        return list(values)
+    return [to_int8(v) for v in values]
 
 
 def from_int8(value: int) -> int:

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pygnmi.spec.v080 import gnmi_pb2
 
+from collector import gnmi_counters_fec
 from collector.gnmi_counters_fec import MAX_PENDING, CountersFec, CountersFecStream
 from collector.gnmi_decode import StreamDecoder
 from collector.gnmi_optics import MAX_KEYS, OpticsDecoder
@@ -236,17 +237,36 @@ def test_too_many_ports_and_overlong_names_are_cut_and_counted() -> None:
     assert [s.port for s in fec.take()] == ["Ethernet0"] and bad == {TOO_LONG: 1}
 
 
-def test_a_failure_costs_the_documents_fec_never_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("plain", [True, False], ids=["plain hash", "careful way"])
+def test_a_failure_costs_the_documents_fec_never_the_stream(monkeypatch: pytest.MonkeyPatch, plain: bool) -> None:
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug")
 
+    fields = _fec_fields(1) if plain else {**_fec_fields(1), "SAI_PORT_STAT_IF_IN_FEC_SYMBOL_ERRORS": "N/A"}
     fec = CountersFec(SWITCH, lambda kind, n: None, every_s=1.0)
-    monkeypatch.setattr(SonicOptics, "decode", broken)
-    _offer(fec, {"Ethernet0": _fec_fields(1)})
+    if plain:
+        monkeypatch.setattr(gnmi_counters_fec, "sonic_fec_plain", broken)
+    else:
+        monkeypatch.setattr(SonicOptics, "decode", broken)
+    _offer(fec, {"Ethernet0": fields})
     assert fec.take() == [] and fec.failures == 1
     monkeypatch.undo()
-    _offer(fec, {"Ethernet0": _fec_fields(1)}, ts=time.time_ns() + 2 * SECOND)
+    _offer(fec, {"Ethernet0": fields}, ts=time.time_ns() + 2 * SECOND)
     assert [s.corrected for s in fec.take()] == [1]
+
+
+def test_a_plain_hash_is_read_without_the_careful_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    def careful(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("read the careful way")
+
+    monkeypatch.setattr(SonicOptics, "decode", careful)
+    fec = CountersFec(SWITCH, lambda kind, n: None, every_s=60.0)
+    whole = {"SAI_PORT_STAT_IF_IN_OCTETS": "9", **{name: str(k) for k, name in enumerate(SONIC_FEC_NAMES)}}
+    _offer(fec, {"Ethernet0": whole, "Ethernet4": {"SAI_PORT_STAT_IF_IN_OCTETS": "1"}})
+    (s,) = fec.take()
+    assert fec.failures == 0 and s.port == "Ethernet0"
+    assert (s.bins, s.corrected, s.uncorrectable, s.symbol_errors) == (tuple(range(16)), 16, 17, 18)
+    assert (s.pre_fec_ber, s.post_fec_ber) == (None, None)
 
 
 def test_a_sample_time_out_of_bounds_is_replaced_by_the_receive_time() -> None:
@@ -291,8 +311,23 @@ def _subscribed(doc: dict[str, Any], ts: int) -> tuple[list[FecSample], Counter[
     return dec.take_samples()[0], bad
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.sampled_from([f"Ethernet{4 * i}" for i in range(8)]), _HASH, max_size=8))
+#: A hash as orchagent writes it: every FEC field, a decimal text (up to 2^64 - 1: 20 digits, past
+#: what the plain way takes), and maybe others; then the same with one field spoilt or missing.
+_WHOLE = st.fixed_dictionaries(
+    {name: st.integers(0, 2**64 - 1).map(str) for name in SONIC_FEC_NAMES},
+    optional={"SAI_PORT_STAT_IF_IN_OCTETS": _VALUES, "SAI_PORT_STAT_IF_IN_FEC_CODEWORD_ERRORS_S07": _VALUES},
+)
+_SPOILT = st.tuples(_WHOLE, st.sampled_from(SONIC_FEC_NAMES), st.one_of(_VALUES, st.just(...))).map(
+    lambda t: {k: v for k, v in {**t[0], t[1]: t[2]}.items() if v is not ...}
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from([f"Ethernet{4 * i}" for i in range(8)]), st.one_of(_HASH, _WHOLE, _SPOILT), max_size=8
+    )
+)
 def test_the_cut_gives_what_a_fec_subscription_gives(doc: dict[str, dict[str, Any]]) -> None:
     ts = time.time_ns()
     bad: Counter[str] = Counter()
