@@ -300,6 +300,13 @@ class OpenConfigOptics:
             corrected, uncorrectable, symbol_errors, pre, post = values
             s = FecSample(at, self.switch, plan.key, corrected, uncorrectable, symbol_errors, pre, post)
             return s if any(v is not None for v in values) else None
+        read, component = values[:4], plan.key
+        mapped = self.port_of.get(component)
+        if mapped is not None and values[4:].count(None) == len(LIMIT_NAMES):  # the common case: readings alone
+            if read.count(None) == len(read):
+                return None
+            known = self.limits.get(component) or {}
+            return DomSample(at, self.switch, mapped, component, *read, *map(known.get, LIMIT_NAMES))
         limits = {name: v for name, v in zip(LIMIT_NAMES, values[4:], strict=True) if v is not None}
         tally = Tally()
         ds = self._dom(at, plan.key, values[:4], limits, tally)

@@ -137,6 +137,22 @@ def test_thresholds_read_at_their_own_interval_ride_on_every_later_dom_sample() 
     assert not bad
 
 
+def test_a_transceiver_notification_with_no_readings_is_no_sample() -> None:
+    """Once a component's Notifications are read by plan, one that brings nothing (no update: a
+    device may send a bare prefix) gives no DOM row of empty columns, and nothing is counted."""
+    r = OpticsRenderer()
+    dec, bad = decoder()
+    for raw in messages(r.render(SWITCH, Selection(Family.OPTICS_INTERFACES, (0,)), Encoding.PROTO, READINGS)):
+        dec.feed(raw)
+    groups = r.render(SWITCH, Selection(Family.OPTICS_COMPONENTS, (0, 1, 2, 3)), Encoding.PROTO, READINGS)
+    for raw in messages(groups):
+        dec.feed(raw)
+    assert len(dec.take_samples()[1]) == len(READINGS)  # planned now
+    for raw in messages([g._replace(keys=[], updates=[]) for g in groups]):
+        dec.feed(raw)
+    assert dec.take_samples() == ([], []) and not bad
+
+
 @pytest.mark.parametrize("single_port", [False, True])
 def test_sonic_wire_forms_decode_to_the_simulated_readings(single_port: bool) -> None:
     r = SonicOpticsRenderer()
