@@ -26,7 +26,15 @@ held a thresholds burst or not; three runs of the same code with 120 s windows g
 result is CPU per switch (milli-cores) for each, per window, and the median of the windows'
 increases (goal: <= 10 %). Environment: ``FABRICMON_BENCH_OPTICS_GPUS`` (1,024: the issue's
 fabric, 40 switches; until 2026-12-07 it was 512, 20 switches), ``..._WINDOW_S``
-(600), ``..._WINDOWS`` (2), ``..._NOS`` (``openconfig,sonic``: half of the switches each).
+(600), ``..._WINDOWS`` (2), ``..._NOS`` (``openconfig,sonic``: half of the switches each),
+``..._PIN`` (1).
+
+The simulator stands in for the switches, which never run on the collector's machine: it is
+pinned to a core of its own and both collectors to the others (``..._PIN=0``: every process on
+every core, the method until 2026-12-07). Unpinned, it renders each minute's FEC and DOM on the
+collectors' cores at the very instant the with-collector decodes them, and the contention is
+charged to the optics: +13.2 % unpinned against +6.5 % pinned for the same code, while the
+instructions the optics add (callgrind) are +4.6 % (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -56,6 +64,8 @@ NOS = os.environ.get("FABRICMON_BENCH_OPTICS_NOS", "openconfig,sonic")
 INTERVAL_S = 10.0  # the defaults: collector.gnmi_interval_s ...
 DOM_INTERVAL_S = 60.0  # ... and collector.dom_interval_s
 GOAL_INCREASE = 0.10
+#: The simulator on a core of its own, the collectors on the others (0: all share every core).
+PIN = os.environ.get("FABRICMON_BENCH_OPTICS_PIN", "1") != "0"
 
 
 def _without_optics(config: Path, tmp: Path) -> Path:
@@ -177,9 +187,18 @@ async def run(dsn: str) -> dict[str, Any]:
         args += ["--nos", NOS, "--protocols", "gnmi", "--write-config", str(config)]
         other = dsn.rsplit("/", 1)[0] + "/fabricmon_bench_optics"
         await recreate_database(dsn, "fabricmon_bench_optics")
-        async with simulator(*args):
-            plain = _without_optics(config, tmp)
-            runs = await side_by_side({"without": dsn, "with": other}, {"without": plain, "with": config})
+        cpus = sorted(os.sched_getaffinity(0))
+        pinned = PIN and len(cpus) >= 2
+        try:
+            if pinned:  # the switches' stand-in on a core of its own (what is spawned from here inherits it)
+                os.sched_setaffinity(0, cpus[:1])
+            async with simulator(*args):
+                if pinned:  # the collectors, spawned from here, on the others
+                    os.sched_setaffinity(0, cpus[1:])
+                plain = _without_optics(config, tmp)
+                runs = await side_by_side({"without": dsn, "with": other}, {"without": plain, "with": config})
+        finally:
+            os.sched_setaffinity(0, cpus)
     increases = [r["with"] / r["without"] - 1 for r in runs if r["without"]]
     increase = statistics.median(increases) if increases else float("nan")
     return {
@@ -188,7 +207,9 @@ async def run(dsn: str) -> dict[str, Any]:
         "interval_s": INTERVAL_S,
         "dom_interval_s": DOM_INTERVAL_S,
         "window_s": WINDOW_S,
-        "method": "side by side: both collectors at once, each into its own database",
+        "method": "side by side: both collectors at once, each into its own database"
+        + ("; the simulator pinned to one core, the collectors to the others" if pinned else ""),
+        "pinned": pinned,
         "millicores_per_switch_without": statistics.median(r["without"] for r in runs),
         "millicores_per_switch_with": statistics.median(r["with"] for r in runs),
         "increase_per_window": [round(x, 3) for x in increases],
