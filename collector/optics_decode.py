@@ -309,7 +309,7 @@ class OpenConfigOptics:
             return DomSample(at, self.switch, mapped, component, *read, *map(known.get, LIMIT_NAMES))
         limits = {name: v for name, v in zip(LIMIT_NAMES, values[4:], strict=True) if v is not None}
         tally = Tally()
-        ds = self._dom(at, plan.key, values[:4], limits, tally)
+        ds = self._dom(at, component, read, limits, tally)
         _count(self.invalid, tally.kinds)
         return ds
 
@@ -476,23 +476,28 @@ def _plain_uints(values: list[Any]) -> list[int] | None:
     return list(map(int, values))
 
 
+def _plain_fec_ints(fields: Mapping[str, Any]) -> list[int] | None:
+    """The FEC fields of a COUNTERS hash in :data:`SONIC_FEC_NAMES` order, as ints, when all are
+    there as plain decimal texts; None when one is missing or not plain."""
+    try:
+        return _plain_uints([fields[name] for name in _SONIC_FEC_ORDER])
+    except KeyError:
+        return None
+
+
 def sonic_fec_plain(at: datetime, switch: str, port: str, fields: Mapping[str, Any]) -> FecSample | None:
     """The FEC sample of a COUNTERS hash whose FEC fields (:data:`SONIC_FEC_NAMES`) are all there
     as plain decimal texts, as orchagent writes them (its other fields are not read); None when one
     is missing or not plain: the hash is then read the careful way (:class:`SonicOptics`), which
     counts what is wrong. The same sample that way would give, without building it field by field."""
-    try:
-        ints = _plain_uints([fields[name] for name in _SONIC_FEC_ORDER])
-    except KeyError:
-        return None
-    if ints is None:
+    if (ints := _plain_fec_ints(fields)) is None:
         return None
     return FecSample(at, switch, port, ints[BINS], ints[BINS + 1], ints[BINS + 2], None, None, tuple(ints[:BINS]))
 
 
 def _sonic_fec(fields: Mapping[str, Any], tally: Tally) -> _Fec:
     f = _Fec()
-    if fields.keys() == _SONIC_FEC_NAMES and (ints := _plain_uints([fields[k] for k in _SONIC_FEC_ORDER])):
+    if fields.keys() == _SONIC_FEC_NAMES and (ints := _plain_fec_ints(fields)) is not None:
         f.bins = dict(enumerate(ints[:BINS]))
         f.corrected, f.uncorrectable, f.symbol_errors = ints[BINS:]
         return f
