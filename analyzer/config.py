@@ -22,7 +22,11 @@ class ThresholdsConfig(Section):
     rail_capacity_asymmetry: float = Field(0.005, ge=0, le=1)
     #: Rails are compared for load only while the fabric carries at least this much (Gbit/s per rail).
     rail_load_min_gbps: float = Field(100.0, ge=0)
+    #: A rail carrying this fraction less than the median rail is a straggler.
     rail_load_straggler: float = Field(0.25, ge=0, le=1)
+    #: Rail loads are mean rates over this many seconds (or 1.5 sampling intervals if longer):
+    #: three or more training steps, as each switch samples at its own phase of a step.
+    rail_load_window_s: float = Field(12.0, ge=0, le=3600)
     ecmp_imbalance_cv: float = Field(0.2, ge=0)
     flaps_per_window: int = Field(3, ge=1)
     flap_window_s: float = Field(300.0, gt=0)

@@ -23,7 +23,7 @@ from collector.pipeline import Pipeline
 from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from simulator.fabric_state import FabricState
-from simulator.feed import feed
+from simulator.feed import feed, reading
 from store.db import Pool, create_pool
 from store.inventory import ensure_fabric
 from store.migrate import migrate
@@ -194,3 +194,56 @@ async def test_a_spine_uplink_at_half_speed_is_the_spine_s_drift(lab: Lab) -> No
     lab.apply({"kind": "speed_degrade", "switch": "sp-r2-1", "port": uplink.name, "speed_gbps": 200})
     rules = by_rule(await lab.run())
     assert [(f.key, f.details["uplinks_lost"]) for f in rules["oversubscription_drift"]] == [("sp-r2-1", [uplink.name])]
+
+
+async def _rail_load_rounds(
+    lab: Lab, phases_s: dict[str, float], seconds: int, fault_at: int | None = None
+) -> tuple[list[set[int]], list[set[int]]]:
+    """Every switch sampled each second at its own phase (``phases_s``, default 0) and the
+    straggler check run each second at 1 s sampling: the rails it names round by round, with the
+    default window (12 s) and with the last sample alone (``rail_load_window_s: 0``, the check
+    until 2026-12-07).
+    ``fault_at``: the second sp-r3-1 reboots (rail 3's leaf loses every uplink)."""
+    pipe = Pipeline(lab.pool, FABRIC)
+    pipe.start()
+    base = lab.clock[0]
+    order = sorted(lab.state.switch_names(), key=lambda name: phases_s.get(name, 0.0))
+    windowed: list[set[int]] = []
+    last_sample: list[set[int]] = []
+    for k in range(1, seconds + 1):
+        if k == fault_at:
+            lab.state.tick(base + k * S)
+            lab.apply({"kind": "reboot", "switch": "sp-r3-1", "boot_s": 600})
+        for name in order:
+            at = base + k * S + int(phases_s.get(name, 0.0) * S)
+            lab.state.tick(at)
+            info = lab.state.switch(name)
+            if info is not None and info.reachable:
+                await pipe.put_ports([reading(name, p, at) for p in lab.state.ports(name, at)])
+        await pipe.ports_writer.flush(force=True)
+        now = datetime.fromtimestamp((base + (k + 1) * S) / 1e9, tz=UTC)  # past every phase of second k
+        async with lab.pool.acquire() as conn:
+            for thresholds, out in (
+                (ThresholdsConfig(), windowed),
+                (ThresholdsConfig(rail_load_window_s=0), last_sample),
+            ):
+                ctx = CheckContext(FABRIC, thresholds, now, collect_interval_s=1, window_s=3)
+                out.append({f.details["rail"] for f in await check_rail_load(conn, ctx)})
+    await pipe.close()
+    return windowed, last_sample
+
+
+async def test_a_rail_sampled_at_another_phase_of_the_training_step_is_no_straggler(lab: Lab) -> None:
+    # A step communicates ~40 % of 2-4 s; rail 3's leaf samples half a second after the others, so
+    # its last 1 s sample falls in another part of the step than theirs (issue 11's stray stragglers).
+    assert 2 * S <= lab.state.params.period_ns <= 4 * S
+    windowed, last_sample = await _rail_load_rounds(lab, {"lf-g1-r3": 0.5}, 45)
+    assert any(3 in r for r in last_sample[5:]), last_sample  # the last sample alone cries wolf
+    assert windowed[5:] == [set()] * 40, windowed
+
+
+async def test_a_rail_that_lost_its_spine_is_a_straggler_within_the_window(lab: Lab) -> None:
+    # its servers' cross-leaf traffic (75 %) stops: the rail carries a quarter of the others'
+    windowed, _ = await _rail_load_rounds(lab, {"lf-g1-r3": 0.5}, 55, fault_at=35)
+    assert all(3 not in r for r in windowed[:34]), windowed
+    assert all(r == {3} for r in windowed[40:]), windowed  # from half the 12 s window past the loss on
