@@ -26,9 +26,9 @@ from datetime import timedelta
 
 from analyzer.context import CheckContext
 from analyzer.findings import Finding, blast_radius
-from analyzer.round_data import PortNow, RailCapacity, Snapshot
+from analyzer.round_data import RailCapacity, Snapshot
 from analyzer.slo import efficiency_loss
-from analyzer.snapshot import SNAPSHOT_INTERVALS, live_gbps, port_snapshot
+from analyzer.snapshot import SNAPSHOT_INTERVALS, live_gbps, mean_rates, port_snapshot
 from fabric.model import Fabric, Role
 from store.db import Connection
 
@@ -141,21 +141,6 @@ def rail_loads(fabric: Fabric, snap: Snapshot) -> dict[int, float]:
     return {rail: load for rail, load in loads.items() if rail not in unknown}
 
 
-#: Every GPU-facing leaf port's mean rates over ``rail_load_window_s``, in the snapshot's
-#: column order (:mod:`analyzer.snapshot`).
-_WINDOW_SQL = """
-SELECT switch, port,
-       last(oper_status, time) = 1 AS oper_up,
-       last(speed_bps, time)    AS speed_bps,
-       avg(in_bps)              AS in_bps,
-       avg(out_bps)             AS out_bps,
-       max(time)                AS last_time
-FROM port_counters
-WHERE switch = ANY($1::text[]) AND time > $2 AND time <= $3
-GROUP BY switch, port
-"""
-
-
 def stragglers(loads: dict[int, float], min_gbps: float, shortfall: float) -> tuple[dict[int, float], float]:
     """The rails carrying ``shortfall`` less than the median rail (rail -> load) and that median;
     none while fewer than two rails are known or the median is under ``min_gbps``."""
@@ -170,8 +155,7 @@ def stragglers(loads: dict[int, float], min_gbps: float, shortfall: float) -> tu
 
 async def _window_loads(conn: Connection, ctx: CheckContext, window_s: float) -> dict[int, float]:
     leaves = [name for name, sw in ctx.fabric.switches.items() if sw.role is Role.LEAF and sw.rail is not None]
-    rows = await conn.fetch(_WINDOW_SQL, leaves, ctx.now - timedelta(seconds=window_s), ctx.now)
-    return rail_loads(ctx.fabric, {(r[0], r[1]): PortNow(r[2], r[3], r[4], r[5], r[6]) for r in rows})
+    return rail_loads(ctx.fabric, await mean_rates(conn, leaves, ctx.now - timedelta(seconds=window_s), ctx.now))
 
 
 async def check_rail_load(conn: Connection, ctx: CheckContext) -> list[Finding]:

@@ -28,7 +28,7 @@ missing uplink at its design speed), and this finding says so.
 from __future__ import annotations
 
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from analyzer.context import CheckContext
 from analyzer.findings import Finding, blast_radius
@@ -42,7 +42,7 @@ SNAPSHOT_INTERVALS = 1.5
 #: Missing ports named in a ``ports_unreported`` summary (details list them all).
 SUMMARY_PORTS = 4
 
-_SQL = """
+_MEANS = """
 SELECT switch, port,
        last(oper_status, time) = 1 AS oper_up,
        last(speed_bps, time)    AS speed_bps,
@@ -50,9 +50,9 @@ SELECT switch, port,
        avg(out_bps)             AS out_bps,
        max(time)                AS last_time
 FROM port_counters
-WHERE time > $1 AND time <= $2
-GROUP BY switch, port
 """
+_SQL = _MEANS + "WHERE time > $1 AND time <= $2 GROUP BY switch, port"
+_SWITCHES_SQL = _MEANS + "WHERE switch = ANY($1::text[]) AND time > $2 AND time <= $3 GROUP BY switch, port"
 
 _LATE_SQL = """
 SELECT switch, port,
@@ -81,6 +81,13 @@ async def port_snapshot(conn: Connection, ctx: CheckContext) -> Snapshot:
     return snap
 
 
+async def mean_rates(conn: Connection, switches: list[str], since: datetime, until: datetime) -> Snapshot:
+    """Every port of ``switches`` over (``since``, ``until``]: the snapshot's columns, rates
+    averaged over that window (the rail-load check's longer window, :mod:`analyzer.rails`)."""
+    rows = await conn.fetch(_SWITCHES_SQL, switches, since, until)
+    return {(r["switch"], r["port"]): _port_now(r) for r in rows}
+
+
 def incomplete_switches(fabric: Fabric, snap: Snapshot) -> list[str]:
     """Switches with a cabled port absent from the snapshot, in the fabric's order."""
     reported = Counter(switch for switch, _ in snap)
@@ -93,7 +100,7 @@ def incomplete_switches(fabric: Fabric, snap: Snapshot) -> list[str]:
 
 
 def _port_now(r: Record) -> PortNow:
-    # positional: the columns of _SQL and _LATE_SQL, in order (~3x faster than by name)
+    # positional: the columns of _SQL, _SWITCHES_SQL and _LATE_SQL, in order (~3x faster than by name)
     return PortNow(r[2], r[3], r[4], r[5], r[6])
 
 
