@@ -1,7 +1,7 @@
 /* The collector's per-value path in C: the PROTO fast path of the gNMI decoder and of its
  * link-health decoder, and the counter deltas and the port_counters row of counter hygiene. Each
  * function does exactly what its Python twin does (collector/gnmi_decode.py StreamDecoder._fast,
- * collector/gnmi_optics.py _pairs and _slots, collector/counters.py _deltas, and CounterTracker._rates with
+ * collector/gnmi_optics.py _pairs, _slots and _note, collector/counters.py _deltas, and CounterTracker._rates with
  * _sample) on the inputs it takes, and hands anything else back
  * untouched (-1 / None) for the Python code to do: a Python
  * fallback always exists, and tests/unit/test_speedups.py checks the two agree on generated
@@ -117,16 +117,12 @@ fallback:
 }
 
 /* One link-health update: Update{path (< 128 bytes), val{uint_val | double_val}}, the layout
- * collector/gnmi_optics.py _split and _fast_scalar accept. 1 with the path's bytes (b + 2, *path_n)
+ * collector/gnmi_optics.py _split and _fast_scalar accept, in b[0:n]. 1 with the path's bytes (b + 2, *path_n)
  * and the value (*is_double: *d, else *x) set; 0 for anything else (the caller hands it back). */
 static int
-plain_update(PyObject *u, const char **path, Py_ssize_t *path_n, int *is_double, uint64_t *x, double *d)
+plain_bytes(const unsigned char *b, Py_ssize_t n, const char **path, Py_ssize_t *path_n, int *is_double, uint64_t *x,
+            double *d)
 {
-    if (!PyBytes_Check(u)) {
-        return 0;
-    }
-    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(u);
-    Py_ssize_t n = PyBytes_GET_SIZE(u);
     /* 0x0A len path | 0x1A len value */
     if (n <= 4 || b[0] != 0x0A || b[1] >= 0x80) {
         return 0;
@@ -159,14 +155,16 @@ plain_update(PyObject *u, const char **path, Py_ssize_t *path_n, int *is_double,
     return 1;
 }
 
-/* plain_update, then the path's entry in ``dict``: 1 with *found a new reference, 0 when the update
- * is not plain or its path is not in ``dict`` (the caller hands the Notification back), -1 on error. */
+/* plain_bytes, then the path's entry in ``dict``: 1 with *found a new reference, 0 when the update
+ * is not plain or its path is not in ``dict`` (the caller hands the Notification back), -1 on error.
+ * b[0:n] must stay alive for the call (the bytes of an object the caller holds). */
 static int
-plain_entry(PyObject *u, PyObject *dict, PyObject **found, int *is_double, uint64_t *x, double *d)
+plain_entry_bytes(const unsigned char *b, Py_ssize_t n, PyObject *dict, PyObject **found, int *is_double, uint64_t *x,
+                  double *d)
 {
     const char *path;
     Py_ssize_t path_n;
-    if (!plain_update(u, &path, &path_n, is_double, x, d)) {
+    if (!plain_bytes(b, n, &path, &path_n, is_double, x, d)) {
         return 0;
     }
     PyObject *key = PyBytes_FromStringAndSize(path, path_n);
@@ -181,6 +179,17 @@ plain_entry(PyObject *u, PyObject *dict, PyObject **found, int *is_double, uint6
     }
     *found = entry;
     return 1;
+}
+
+/* plain_entry_bytes of an Update's bytes object (0 for anything that is not bytes). */
+static int
+plain_entry(PyObject *u, PyObject *dict, PyObject **found, int *is_double, uint64_t *x, double *d)
+{
+    if (!PyBytes_Check(u)) {
+        return 0;
+    }
+    return plain_entry_bytes((const unsigned char *)PyBytes_AS_STRING(u), PyBytes_GET_SIZE(u), dict, found, is_double,
+                             x, d);
 }
 
 PyDoc_STRVAR(optics_pairs_doc,
@@ -255,6 +264,112 @@ error:
 enum { SLOT_SKIP = 0, SLOT_UINT = 1, SLOT_SET = 2, SLOT_MIN = 3, SLOT_MAX = 4 };
 #define MAX_SLOTS 16
 
+/* One planned Notification's slots as its updates fill them. */
+typedef struct {
+    Py_ssize_t slots;
+    double low[MAX_SLOTS], high[MAX_SLOTS], dv[MAX_SLOTS];
+    uint64_t uv[MAX_SLOTS];
+    int kind[MAX_SLOTS]; /* 0: nothing yet, 1: uv, 2: dv */
+} slot_state;
+
+/* The slots of ``bounds`` (a tuple of (low, high) pairs), empty. 0, or -1 with an error set. */
+static int
+slots_begin(PyObject *bounds, slot_state *st, const char *who)
+{
+    st->slots = PyTuple_GET_SIZE(bounds);
+    if (st->slots > MAX_SLOTS) {
+        PyErr_Format(PyExc_ValueError, "%s: more than 16 slots", who);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < st->slots; i++) {
+        PyObject *b = PyTuple_GET_ITEM(bounds, i);
+        if (!PyTuple_Check(b) || PyTuple_GET_SIZE(b) != 2) {
+            PyErr_Format(PyExc_TypeError, "%s: bounds are (low, high) pairs", who);
+            return -1;
+        }
+        st->low[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(b, 0));
+        st->high[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(b, 1));
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        st->kind[i] = 0;
+    }
+    return 0;
+}
+
+/* One update's bytes b[0:n] into its slot by ``layout``: 1 taken, 0 hand the Notification back (not
+ * plain, not in the layout, not its op's type, out of bounds), -1 on error. */
+static int
+slots_take(slot_state *st, const unsigned char *b, Py_ssize_t n, PyObject *layout)
+{
+    PyObject *code = NULL;
+    int is_double = 0;
+    uint64_t x = 0;
+    double d = 0.0;
+    int got = plain_entry_bytes(b, n, layout, &code, &is_double, &x, &d);
+    if (got <= 0) {
+        return got;
+    }
+    long c = PyLong_CheckExact(code) ? PyLong_AsLong(code) : -1; /* an exact int runs no Python */
+    Py_DECREF(code);
+    if (c == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    long op = c & 7, slot = c >> 3;
+    if (c < 0 || slot >= st->slots || op > SLOT_MAX) {
+        return 0;
+    }
+    if (op == SLOT_SKIP) {
+        return 1;
+    }
+    if (op == SLOT_UINT) {
+        if (is_double) {
+            return 0;
+        }
+        st->uv[slot] = x;
+        st->kind[slot] = 1;
+        return 1;
+    }
+    if (!is_double || !(st->low[slot] <= d && d <= st->high[slot])) {
+        return 0; /* not a double, out of bounds or NaN: counted the careful way */
+    }
+    if (st->kind[slot] != 2 || op == SLOT_SET || (op == SLOT_MIN && d < st->dv[slot])
+        || (op == SLOT_MAX && d > st->dv[slot])) {
+        st->dv[slot] = d;
+    }
+    st->kind[slot] = 2;
+    return 1;
+}
+
+/* The slots' values as a list (None where nothing came). */
+static PyObject *
+slots_list(const slot_state *st)
+{
+    PyObject *out = PyList_New(st->slots);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < st->slots; i++) {
+        PyObject *v;
+        if (st->kind[i] == 1) {
+            v = PyLong_FromUnsignedLongLong(st->uv[i]);
+        }
+        else if (st->kind[i] == 2) {
+            v = PyFloat_FromDouble(st->dv[i]);
+        }
+        else {
+            v = Py_NewRef(Py_None);
+        }
+        if (v == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
 PyDoc_STRVAR(optics_slots_doc,
 "optics_slots(updates, layout, bounds) -> list | None\n\n"
 "One planned link-health Notification's values in slots: ``layout[path bytes]`` is a code\n"
@@ -272,26 +387,9 @@ optics_slots(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO!O!:optics_slots", &updates, &PyDict_Type, &layout, &PyTuple_Type, &bounds)) {
         return NULL;
     }
-    Py_ssize_t slots = PyTuple_GET_SIZE(bounds);
-    if (slots > MAX_SLOTS) {
-        PyErr_SetString(PyExc_ValueError, "optics_slots: more than 16 slots");
+    slot_state st;
+    if (slots_begin(bounds, &st, "optics_slots") < 0) {
         return NULL;
-    }
-    double low[MAX_SLOTS], high[MAX_SLOTS], dv[MAX_SLOTS];
-    uint64_t uv[MAX_SLOTS];
-    int kind[MAX_SLOTS]; /* 0: nothing yet, 1: uv, 2: dv */
-    for (Py_ssize_t i = 0; i < slots; i++) {
-        PyObject *b = PyTuple_GET_ITEM(bounds, i);
-        if (!PyTuple_Check(b) || PyTuple_GET_SIZE(b) != 2) {
-            PyErr_SetString(PyExc_TypeError, "optics_slots: bounds are (low, high) pairs");
-            return NULL;
-        }
-        low[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(b, 0));
-        high[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(b, 1));
-        if (PyErr_Occurred()) {
-            return NULL;
-        }
-        kind[i] = 0;
     }
     /* a tuple of our own, as in fast_values: a key's __eq__ can run Python that changes the caller's list */
     PyObject *seq = PySequence_Tuple(updates);
@@ -300,75 +398,170 @@ optics_slots(PyObject *self, PyObject *args)
     }
     Py_ssize_t count = PyTuple_GET_SIZE(seq);
     for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *code = NULL;
-        int is_double = 0;
-        uint64_t x = 0;
-        double d = 0.0;
-        int got = plain_entry(PyTuple_GET_ITEM(seq, k), layout, &code, &is_double, &x, &d);
+        PyObject *u = PyTuple_GET_ITEM(seq, k);
+        if (!PyBytes_Check(u)) {
+            goto hand_back;
+        }
+        int got = slots_take(&st, (const unsigned char *)PyBytes_AS_STRING(u), PyBytes_GET_SIZE(u), layout);
         if (got <= 0) {
             if (got < 0) {
-                goto error;
+                Py_DECREF(seq);
+                return NULL;
             }
             goto hand_back;
         }
-        long c = PyLong_CheckExact(code) ? PyLong_AsLong(code) : -1; /* an exact int runs no Python */
-        Py_DECREF(code);
-        if (c == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
-            goto hand_back;
-        }
-        long op = c & 7, slot = c >> 3;
-        if (c < 0 || slot >= slots || op > SLOT_MAX) {
-            goto hand_back;
-        }
-        if (op == SLOT_SKIP) {
-            continue;
-        }
-        if (op == SLOT_UINT) {
-            if (is_double) {
-                goto hand_back;
-            }
-            uv[slot] = x;
-            kind[slot] = 1;
-            continue;
-        }
-        if (!is_double || !(low[slot] <= d && d <= high[slot])) {
-            goto hand_back; /* not a double, out of bounds or NaN: counted the careful way */
-        }
-        if (kind[slot] != 2 || op == SLOT_SET || (op == SLOT_MIN && d < dv[slot]) || (op == SLOT_MAX && d > dv[slot])) {
-            dv[slot] = d;
-        }
-        kind[slot] = 2;
     }
     Py_DECREF(seq);
-    PyObject *out = PyList_New(slots);
-    if (out == NULL) {
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < slots; i++) {
-        PyObject *v;
-        if (kind[i] == 1) {
-            v = PyLong_FromUnsignedLongLong(uv[i]);
-        }
-        else if (kind[i] == 2) {
-            v = PyFloat_FromDouble(dv[i]);
-        }
-        else {
-            v = Py_NewRef(Py_None);
-        }
-        if (v == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, i, v);
-    }
-    return out;
+    return slots_list(&st);
 hand_back:
     Py_DECREF(seq);
     Py_RETURN_NONE;
-error:
-    Py_DECREF(seq);
-    return NULL;
+}
+
+/* A varint at p[*pos:end], at most 64 bits wide; *pos moved past it. 0: truncated or wider. */
+static int
+next_varint(const unsigned char *p, Py_ssize_t end, Py_ssize_t *pos, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 10 && *pos < end; i++) {
+        unsigned char b = p[(*pos)++];
+        if (i == 9 && b > 1) {
+            return 0;
+        }
+        v |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (b < 0x80) {
+            *out = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A length-delimited field's payload at p[*pos:end]: its start and length, *pos moved past it. */
+static int
+next_bytes(const unsigned char *p, Py_ssize_t end, Py_ssize_t *pos, Py_ssize_t *start, Py_ssize_t *len)
+{
+    uint64_t n;
+    if (!next_varint(p, end, pos, &n) || n > (uint64_t)(end - *pos)) {
+        return 0;
+    }
+    *start = *pos;
+    *len = (Py_ssize_t)n;
+    *pos += (Py_ssize_t)n;
+    return 1;
+}
+
+#define MAX_NOTE_UPDATES 1024
+
+PyDoc_STRVAR(optics_note_doc,
+"optics_note(raw, plans) -> tuple | None\n\n"
+"A serialized SubscribeResponse that is one Notification (timestamp, prefix, updates; nothing\n"
+"else) whose prefix bytes have a plan in ``plans`` (prefix bytes -> an object with ``layout`` and\n"
+"``bounds``, or None), read into that plan's slots as optics_slots reads updates:\n"
+"(timestamp, plan, values, updates). None for any other message, a prefix without a plan, or\n"
+"an update optics_slots hands back: the caller decodes it the careful way\n"
+"(collector/gnmi_optics.py _note is the twin).");
+
+static PyObject *
+optics_note(PyObject *self, PyObject *args)
+{
+    PyObject *raw, *plans;
+    if (!PyArg_ParseTuple(args, "O!O!:optics_note", &PyBytes_Type, &raw, &PyDict_Type, &plans)) {
+        return NULL;
+    }
+    /* raw is immutable and held by the call's arguments: spans into it stay valid throughout */
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(raw);
+    Py_ssize_t end = PyBytes_GET_SIZE(raw), pos = 0, note = -1, note_n = 0;
+    uint64_t tag;
+    while (pos < end) { /* SubscribeResponse: update (1) once, nothing else */
+        if (!next_varint(p, end, &pos, &tag) || tag != ((1 << 3) | 2) || note >= 0
+            || !next_bytes(p, end, &pos, &note, &note_n)) {
+            Py_RETURN_NONE;
+        }
+    }
+    if (note < 0) {
+        Py_RETURN_NONE;
+    }
+    /* Notification: timestamp (1) and prefix (2) at most once, updates (4); nothing else */
+    Py_ssize_t upd[MAX_NOTE_UPDATES], upd_n[MAX_NOTE_UPDATES], count = 0, prefix = -1, prefix_n = 0, start, len;
+    uint64_t ts = 0;
+    int has_ts = 0;
+    pos = note;
+    end = note + note_n;
+    while (pos < end) {
+        if (!next_varint(p, end, &pos, &tag)) {
+            Py_RETURN_NONE;
+        }
+        if (tag == ((1 << 3) | 0) && !has_ts) {
+            if (!next_varint(p, end, &pos, &ts)) {
+                Py_RETURN_NONE;
+            }
+            has_ts = 1;
+        }
+        else if (tag == ((2 << 3) | 2) && prefix < 0) {
+            if (!next_bytes(p, end, &pos, &prefix, &prefix_n)) {
+                Py_RETURN_NONE;
+            }
+        }
+        else if (tag == ((4 << 3) | 2) && count < MAX_NOTE_UPDATES) {
+            if (!next_bytes(p, end, &pos, &start, &len)) {
+                Py_RETURN_NONE;
+            }
+            upd[count] = start;
+            upd_n[count++] = len;
+        }
+        else {
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *key = PyBytes_FromStringAndSize(prefix < 0 ? "" : (const char *)p + prefix, prefix < 0 ? 0 : prefix_n);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *plan = PyDict_GetItemWithError(plans, key); /* borrowed */
+    Py_DECREF(key);
+    if (plan == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    if (plan == Py_None) {
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(plan); /* ours: the layout's lookups may run Python */
+    PyObject *layout = PyObject_GetAttrString(plan, "layout");
+    PyObject *bounds = layout == NULL ? NULL : PyObject_GetAttrString(plan, "bounds");
+    PyObject *out = NULL;
+    slot_state st;
+    if (bounds == NULL) {
+        goto done;
+    }
+    if (!PyDict_Check(layout) || !PyTuple_Check(bounds)) {
+        PyErr_SetString(PyExc_TypeError, "optics_note: a plan's layout is a dict and its bounds a tuple");
+        goto done;
+    }
+    if (slots_begin(bounds, &st, "optics_note") < 0) {
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        int got = slots_take(&st, p + upd[k], upd_n[k], layout);
+        if (got <= 0) {
+            if (got == 0) {
+                out = Py_NewRef(Py_None);
+            }
+            goto done;
+        }
+    }
+    PyObject *values = slots_list(&st);
+    if (values != NULL) {
+        out = Py_BuildValue("(LONn)", (long long)(int64_t)ts, plan, values, count);
+    }
+done:
+    Py_XDECREF(layout);
+    Py_XDECREF(bounds);
+    Py_DECREF(plan);
+    return out;
 }
 
 /* v: None, or an exact int in [0, 2**64). 1 and *out set, 0 for None, -1 otherwise. */
@@ -729,6 +922,7 @@ static PyMethodDef methods[] = {
     {"fast_values", fast_values, METH_VARARGS, fast_values_doc},
     {"optics_pairs", optics_pairs, METH_VARARGS, optics_pairs_doc},
     {"optics_slots", optics_slots, METH_VARARGS, optics_slots_doc},
+    {"optics_note", optics_note, METH_VARARGS, optics_note_doc},
     {"deltas", deltas, METH_VARARGS, deltas_doc},
     {"port_row", (PyCFunction)(void (*)(void))port_row, METH_FASTCALL, port_row_doc},
     {NULL, NULL, 0, NULL},
@@ -747,7 +941,7 @@ PyInit__speedups(void)
 {
     PyObject *m = PyModule_Create(&module);
     /* collector/speedups.py ABI: raised with any change of a function's arguments or results */
-    if (m != NULL && PyModule_AddIntConstant(m, "ABI", 4) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "ABI", 5) < 0) {
         Py_DECREF(m);
         return NULL;
     }

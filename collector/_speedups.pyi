@@ -6,6 +6,7 @@ def optics_pairs(updates: Sequence[bytes], acts: dict[bytes, Any], /) -> list[tu
 def optics_slots(
     updates: Sequence[bytes], layout: dict[bytes, int], bounds: tuple[tuple[float, float], ...], /
 ) -> list[int | float | None] | None: ...
+def optics_note(raw: bytes, plans: dict[bytes, Any], /) -> tuple[int, Any, list[int | float | None], int] | None: ...
 def deltas(
     vals: list[Any],
     times: list[int],

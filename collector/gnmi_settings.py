@@ -41,6 +41,12 @@ class GnmiTuning:
     #: Our HTTP/2 client waits this long after a small socket read before the next (wire/grpc_h2.py
     #: COALESCE_S): messages read together, not one wake-up each. 0: read as they come.
     read_coalesce_s: float = 0.02
+    #: A link-health stream (collector/gnmi_optics.py) reads its messages at most this often (0:
+    #: as they come). Its FEC and DOM come once a minute and are judged over hours, but a switch
+    #: writes a minute's burst a message at a time: read as it trickled in, every 20 ms of it was
+    #: a wake-up of the stream, its flusher and the writer's hand-off. Held, what came meanwhile
+    #: waits in the stream's buffer (bounded by its flow-control window) and is read in one batch.
+    optics_read_every_s: float = 0.5
 
 
 @dataclass(frozen=True, slots=True)

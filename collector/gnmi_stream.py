@@ -191,6 +191,8 @@ class GnmiStream:
         self._held = False
         self._counted = (0, 0, 0)  # decoder totals already added to the stats
         self._close_after = min(max(interval_s / 2, 0.05), 2.0)
+        #: The least time between two reads of the call (0: read as messages come).
+        self.read_every_s = 0.0
         self._idle_s = settings.tuning.idle_resubscribe_intervals * interval_s if settings.sampled else 0.0
 
     @property
@@ -302,8 +304,7 @@ class GnmiStream:
                     if now > next_push:  # move the idle deadline only now and then: it costs a timer
                         deadline.reschedule(loop.time() + self._idle_s if self._idle_s else None)
                         next_push = now + max(self._idle_s / 4, 0.5)
-                    if self.state is TargetState.STALE:
-                        self.set_state(TargetState.CONNECTED)
+                    self._arrived()
                     for raw in raws:
                         if dec.feed(raw):
                             await self._flush(close=True)
@@ -313,11 +314,30 @@ class GnmiStream:
                             await self._flush(close=False)
                     if not wake.is_set():
                         wake.set()
+                    if self.read_every_s and call.batches:
+                        await self._hold(call)
         finally:
             if poller is not None:
                 await stop_task(poller, f"gNMI {self.switch}/{self.target}: the poller", log)
             if call is not None:
                 call.cancel()
+
+    async def _hold(self, call: Call) -> None:
+        """Wait ``read_every_s`` before the next read: what comes meanwhile is read in one batch.
+        Cancelled, what came is decoded first (the drain then hands it over)."""
+        try:
+            await asyncio.sleep(self.read_every_s)
+        except asyncio.CancelledError:
+            raws = call.ready()
+            self._stats.responses += len(raws)
+            for raw in raws:
+                self._dec.feed(raw)
+            raise
+
+    def _arrived(self) -> None:
+        """Responses came: a STALE stream is CONNECTED again."""
+        if self.state is TargetState.STALE:
+            self.set_state(TargetState.CONNECTED)
 
     def _oversize(self, n: int) -> None:
         """``n`` messages above max_message_bytes, dropped unread by the channel."""

@@ -70,8 +70,16 @@ class RpcError(Exception):
 
 
 class Call(Protocol):
+    #: ``read_batch`` gives every message that has arrived (ours), not one at a time (grpc.aio):
+    #: only such a call is read with a hold between reads (GnmiTuning.optics_read_every_s).
+    batches: bool
+
     async def write(self, message: bytes) -> None: ...
     async def read_batch(self) -> list[bytes]: ...
+    def ready(self) -> list[bytes]:
+        """The messages that have arrived, taken without waiting (what a cancelled hold left)."""
+        ...
+
     def cancel(self) -> None: ...
 
 
@@ -101,9 +109,14 @@ class _GrpcCall:
     async def write(self, message: bytes) -> None:
         await self._call.write(message)
 
+    batches = False
+
     async def read_batch(self) -> list[bytes]:
         raw = await self._call.read()
         return [] if raw is grpc.aio.EOF else [raw]
+
+    def ready(self) -> list[bytes]:
+        return []  # grpc.aio keeps what arrived to itself
 
     def cancel(self) -> None:
         self._call.cancel()
@@ -159,8 +172,13 @@ class _H2Call:
 
     __slots__ = ("_on_skipped", "_skipped", "_stream")
 
+    batches = True
+
     def __init__(self, stream: grpc_h2.Stream, on_skipped: OnSkipped | None) -> None:
         self._stream, self._on_skipped, self._skipped = stream, on_skipped, 0
+
+    def ready(self) -> list[bytes]:
+        return self._stream.take_ready()
 
     async def write(self, message: bytes) -> None:
         try:

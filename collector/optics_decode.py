@@ -296,10 +296,8 @@ class OpenConfigOptics:
     def planned(self, at: datetime, plan: Plan, values: Sequence[Any]) -> FecSample | DomSample | None:
         """The sample of one Notification read into ``plan``'s slots (:func:`plan_of`); its
         values are in bounds already (anything else was not read this way)."""
-        if not plan.dom:
-            corrected, uncorrectable, symbol_errors, pre, post = values
-            s = FecSample(at, self.switch, plan.key, corrected, uncorrectable, symbol_errors, pre, post)
-            return s if any(v is not None for v in values) else None
+        if not plan.dom:  # corrected, uncorrectable, symbol errors, pre- and post-FEC BER
+            return None if values.count(None) == len(values) else FecSample(at, self.switch, plan.key, *values)
         read, component = values[:4], plan.key
         mapped = self.port_of.get(component)
         if mapped is not None and values[4:].count(None) == len(LIMIT_NAMES):  # the common case: readings alone

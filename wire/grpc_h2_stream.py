@@ -91,12 +91,17 @@ class Stream:
                 await self._waiter
             finally:
                 self._waiter = None
-        batch = list(self._messages)
-        self._messages.clear()
-        self.taken += len(batch)
+        batch = self.take_ready()
         if self._pending_bytes:
             self._conn.give_back(self, self._pending_bytes)
             self._pending_bytes = 0
+        return batch
+
+    def take_ready(self) -> list[bytes]:
+        """Every message that has arrived, without waiting (possibly none)."""
+        batch = list(self._messages)
+        self._messages.clear()
+        self.taken += len(batch)
         return batch
 
     def cancel(self) -> None:

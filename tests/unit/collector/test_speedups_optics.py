@@ -25,7 +25,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 import collector.gnmi_optics as gnmi_optics
 from collector import speedups
-from collector.gnmi_optics import OpticsDecoder, _pairs, _slots
+from collector.gnmi_optics import OpticsDecoder, _note, _pairs, _slots
 from collector.optics_decode import HIGHEST, LOWEST, SET, SKIP, UINT, Plan, plan_of
 from simulator.gnmi_optics import OPTICS_LEAVES, OpticsRenderer
 from simulator.gnmi_paths import Family, Selection
@@ -37,6 +37,7 @@ from wire.protobuf import varint
 
 C_PAIRS = speedups.optics_pairs
 C_SLOTS = speedups.optics_slots
+C_NOTE = speedups.optics_note
 pytestmark = pytest.mark.skipif(C_PAIRS is None, reason=f"the C extension is not built: {speedups.unavailable}")
 
 KNOWN = [path_bytes(f"ethernet/state/counters/c{i}") for i in range(4)]
@@ -251,6 +252,93 @@ def test_a_plan_is_one_ports_fec_or_one_modules_dom_and_nothing_else() -> None:
     assert plan_of({path_bytes("x"): None}) is None
 
 
+# --- optics_note ------------------------------------------------------------------------------
+
+PLANNED, UNPLANNED, UNSEEN = path_bytes("interfaces/interface[name=swp1]"), path_bytes("x"), path_bytes("y")
+PLAN = Plan(False, "swp1", LAYOUT, BOUNDS)
+PLANS: dict[bytes, Plan | None] = {PLANNED: PLAN, UNPLANNED: None, b"": PLAN}
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def _raw_note(ts: int, prefix: bytes | None, updates: list[bytes], extra: bytes = b"") -> bytes:
+    """A SubscribeResponse{update: Notification{timestamp, prefix, updates}} with ``extra`` fields
+    appended to the Notification (a prefix of None: none at all)."""
+    body = b"\x08" + varint(ts % 2**64) + (b"" if prefix is None else _field(2, prefix))
+    return _field(1, body + b"".join(_field(4, u) for u in updates) + extra)
+
+
+NOTES = st.one_of(
+    st.builds(
+        _raw_note,
+        st.integers(-(2**63), 2**63 - 1),
+        st.sampled_from([PLANNED, UNPLANNED, UNSEEN, None]),
+        st.lists(UPDATES, max_size=6),
+        st.sampled_from(
+            [
+                b"",
+                b"\x08\x01",  # a second timestamp
+                _field(2, PLANNED),  # a second prefix
+                _field(3, b"alias"),
+                _field(5, PLANNED),  # a delete
+                b"\x30\x01",  # atomic
+                b"\x22\x7f",  # an update cut short
+            ]
+        ),
+    ),
+    st.binary(max_size=80),
+)
+
+
+def same_note(got: tuple[int, Any, list[Any], int] | None) -> Any:
+    return None if got is None else (got[0], got[1], same_slots(got[2]), got[3])
+
+
+@settings(max_examples=500, deadline=None)
+@given(NOTES)
+def test_the_c_reads_a_whole_message_as_its_python_twin_does(raw: bytes) -> None:
+    assert C_NOTE is not None
+    assert same_note(C_NOTE(raw, PLANS)) == same_note(_note(raw, PLANS))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_c_and_its_twin_agree_on_any_corruption_of_a_planned_message(data: st.DataObject) -> None:
+    assert C_NOTE is not None
+    raw = bytearray(_raw_note(2**60, PLANNED, [raw_update(KNOWN[0], uint(7)), raw_update(KNOWN[2], double(-1.0))]))
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] ^= data.draw(st.integers(1, 255))
+    assert same_note(C_NOTE(bytes(raw), PLANS)) == same_note(_note(bytes(raw), PLANS))
+
+
+def test_the_c_reads_a_planned_message_into_its_plans_slots() -> None:
+    assert C_NOTE is not None
+    updates = [raw_update(KNOWN[0], uint(2**64 - 1)), raw_update(NOT_READ, uint(7)), raw_update(KNOWN[3], double(4.5))]
+    raw = _raw_note(-5, PLANNED, updates)
+    assert C_NOTE(raw, PLANS) == _note(raw, PLANS) == (-5, PLAN, [2**64 - 1, None, 4.5], 3)
+    assert C_NOTE(_raw_note(1, None, []), PLANS) == (1, PLAN, [None, None, None], 0)  # no prefix: b""
+    assert C_NOTE(_raw_note(1, None, [], b"\x08\x01"), PLANS) is None  # what protobuf merges: the careful way's
+    assert C_NOTE(_raw_note(1, UNPLANNED, updates), PLANS) is None
+    assert C_NOTE(_raw_note(1, UNSEEN, updates), PLANS) is None
+    assert C_NOTE(b"\x18\x01", PLANS) is None  # a sync_response
+    assert C_NOTE(_raw_note(1, PLANNED, [raw_update(KNOWN[0], uint(1))] * 1025), PLANS) is None  # too many updates
+    assert C_NOTE(_raw_note(1, PLANNED, [raw_update(KNOWN[0], uint(1))] * 1024), PLANS) is not None
+
+
+def test_the_c_refuses_a_plan_without_a_layout_and_bounds() -> None:
+    assert C_NOTE is not None
+    raw = _raw_note(1, PLANNED, [])
+    with pytest.raises(AttributeError):
+        C_NOTE(raw, {PLANNED: object()})
+    with pytest.raises(TypeError, match="layout is a dict"):
+        C_NOTE(raw, {PLANNED: SimpleNamespace(layout=[], bounds=())})
+    with pytest.raises(ValueError, match="16 slots"):
+        C_NOTE(raw, {PLANNED: SimpleNamespace(layout={}, bounds=((0.0, 1.0),) * 17)})
+
+
 # --- the decoder with and without it --------------------------------------------------------
 
 
@@ -285,6 +373,7 @@ def _messages(encoding: Encoding, layout: Layout | None, *, rounds: int = 3, who
 def _decoded(messages: list[bytes], c: bool, mp: pytest.MonkeyPatch, *, plans: bool = True) -> tuple[Any, ...]:
     mp.setattr(gnmi_optics, "_c_optics_pairs", C_PAIRS if c else None)
     mp.setattr(gnmi_optics, "_c_optics_slots", C_SLOTS if c else None)
+    mp.setattr(gnmi_optics, "_c_optics_note", C_NOTE if c else None)
     mp.setattr(gnmi_optics, "plan_of", plan_of if plans else lambda acts: None)
     # the receive time a corrupted timestamp falls back to: the same for every decode of ``messages``
     received = gnmi_pb2.SubscribeResponse.FromString(messages[0]).update.timestamp
@@ -384,8 +473,8 @@ def _with_value(raw: bytes, index: int, value: bytes) -> bytes:
 
 
 def test_the_decoder_takes_the_c_once_a_prefix_is_resolved() -> None:
-    assert C_PAIRS is not None and C_SLOTS is not None
-    answers: dict[str, list[bool]] = {"slots": [], "pairs": []}
+    assert C_PAIRS is not None and C_SLOTS is not None and C_NOTE is not None
+    answers: dict[str, list[bool]] = {"note": [], "slots": [], "pairs": []}
 
     def counted(name: str, c: Any) -> Any:
         def call(*args: Any) -> Any:
@@ -395,20 +484,26 @@ def test_the_decoder_takes_the_c_once_a_prefix_is_resolved() -> None:
 
         return call
 
-    messages = _messages(Encoding.PROTO, None, rounds=2)
+    messages = _messages(Encoding.PROTO, None, rounds=3)
     n = len(READINGS)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(gnmi_optics, "_c_optics_pairs", counted("pairs", C_PAIRS))
         mp.setattr(gnmi_optics, "_c_optics_slots", counted("slots", C_SLOTS))
+        mp.setattr(gnmi_optics, "_c_optics_note", counted("note", C_NOTE))
         dec = OpticsDecoder(SWITCH, "openconfig", lambda kind, n: None)
         for raw in messages:
             dec.feed(raw)
+        fec, dom = dec.take_samples()
     # A prefix first seen is the Python's (the map's, the components'): no call. A known prefix
     # with a path not yet resolved is handed back: the first FEC (under the map's interface
     # prefix, which has no plan yet: the map alone) by the pairs, the first thresholds (under the
-    # DOM's component prefix, planned without them) by both. Then the slots, whole.
-    assert len(messages) == 7 * n
-    assert answers == {"slots": [False] * n + [True] * 3 * n, "pairs": [False] * 2 * n}
+    # DOM's component prefix, planned without them) by both. A prefix is planned when its
+    # Notification is next read (the slots), and from then on its whole message is the C's (the note).
+    assert len(messages) == 10 * n
+    assert answers["pairs"] == [False] * 2 * n
+    assert answers["slots"] == [False] * n + [True] * 2 * n
+    assert answers["note"].count(True) == 4 * n and answers["note"][-3 * n :] == [True] * 3 * n
+    assert len(fec) == len(dom) == 3 * n
 
 
 @settings(max_examples=300, deadline=None)
