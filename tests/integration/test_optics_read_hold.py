@@ -18,12 +18,12 @@ import pytest
 
 from collector.config import PLAINTEXT, CollectorConfig
 from collector.gnmi import GnmiCollector, GnmiTuning
-from collector.records import LldpReading, PortReading, TargetState
 from collector.targets import SwitchTarget
 from fabric.model import FabricParams
 from simulator.runner import SimOptions, start_sim, stop_sim
 from store.dom import DomSample
 from store.fec import FecSample
+from tests.support.sinks import NullSink
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
@@ -34,7 +34,7 @@ WINDOW_S = 7.0
 HOLD_S = 2.0
 
 
-class OpticsRecorder:
+class OpticsRecorder(NullSink):
     """A sink that keeps the link-health samples and counts its hand-offs."""
 
     def __init__(self) -> None:
@@ -46,15 +46,6 @@ class OpticsRecorder:
         self.handoffs += 1
         self.fec.extend(fec)
         self.dom.extend(dom)
-
-    async def put_ports(self, readings: Sequence[PortReading]) -> None:
-        pass
-
-    async def put_lldp(self, readings: Sequence[LldpReading]) -> None:
-        pass
-
-    def set_state(self, switch: str, state: TargetState, detail: str | None = None) -> None:
-        pass
 
     def count_invalid(self, switch: str, what: str, n: int = 1) -> None:
         raise AssertionError(f"{switch}: {n} invalid ({what})")

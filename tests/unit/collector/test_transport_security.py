@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ from pydantic import SecretStr, ValidationError
 
 from collector.config import PLAINTEXT, CollectorConfig, TargetConfig, TlsConfig
 from collector.gnmi import GnmiCollector
-from collector.records import LldpReading, PortReading, TargetState
 from collector.targets import SwitchTarget, check_credentials, plaintext_warnings, resolve_targets
 from config.errors import ConfigError
 from config.loader import load_config
@@ -23,6 +21,7 @@ from fabric.model import FabricParams
 from fabric.topology import build_aipod
 from simulator.nos import Nos
 from simulator.sim_config import sim_config
+from tests.support.sinks import NullSink
 
 FABRIC = build_aipod(FabricParams(gpus=64, radix=16))
 
@@ -125,7 +124,7 @@ def test_credentials_never_reach_plaintext_metadata_from_code_built_targets() ->
     with pytest.raises(ConfigError, match="gNMI target s: username/password would travel in plaintext"):
         check_credentials(plain)
     with pytest.raises(ConfigError):
-        GnmiCollector([plain], _Sink(), CollectorConfig())
+        GnmiCollector([plain], NullSink(), CollectorConfig())
     check_credentials(SwitchTarget("s", "gnmi", "h:1", username="ops", password=SecretStr("pw")))  # TLS
     check_credentials(SwitchTarget("s", "gnmi", "h:1", tls=PLAINTEXT, username="ops", allow_plaintext_credentials=True))
 
@@ -139,7 +138,7 @@ def test_one_warning_per_plaintext_entry_at_start(caplog: pytest.LogCaptureFixtu
     ]
     targets, _ = resolve_targets(entries, FABRIC)
     with caplog.at_level(logging.WARNING, logger="collector.targets"):
-        collector = GnmiCollector(targets, _Sink(), CollectorConfig())
+        collector = GnmiCollector(targets, NullSink(), CollectorConfig())
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == collector.plaintext_warnings and len(warnings) == 2
     assert warnings[0].startswith("targets[0]: gNMI in plaintext (insecure: true) to 2 switches (lf-g1-r1, lf-g1-r2)")
@@ -159,17 +158,3 @@ def test_sim_config_trusts_the_simulators_ca_or_says_plaintext_twice() -> None:
     assert sonic["allow_plaintext_credentials"] and "allow_plaintext_credentials" not in gnmi_tls[0]
     for data in (tls, plain):
         assert Config.model_validate(data).targets
-
-
-class _Sink:
-    async def put_ports(self, readings: Sequence[PortReading]) -> None:
-        pass
-
-    async def put_lldp(self, readings: Sequence[LldpReading]) -> None:
-        pass
-
-    def set_state(self, switch: str, state: TargetState, detail: str | None = None) -> None:
-        pass
-
-    def count_invalid(self, switch: str, what: str, n: int = 1) -> None:
-        pass
